@@ -1,0 +1,93 @@
+"""The ``kernel-code`` command. Engine errors become one clear line on stderr, here and only here."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import NoReturn
+
+from openkernel import EvalConfig, OpenKernelError, evaluate_candidate, load_problem
+
+__all__ = ["main"]
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse, but a usage error is one line (what is wrong and where to look), exit code 2."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
+def _positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"{text!r} must be greater than 0")
+    return value
+
+
+def _parser() -> _Parser:
+    parser = _Parser(prog="kernel-code", description="Optimise GPU kernels against a PyTorch reference.")
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    ev = sub.add_parser("eval", help="evaluate one candidate kernel against a reference problem")
+    ev.add_argument("reference", help="problem file, bundled problem name, or KernelBench id like L1#23")
+    ev.add_argument("candidate", type=Path, help="candidate file defining class ModelNew")
+    ev.add_argument("--json", action="store_true", help="print exactly one JSON object on stdout")
+    ev.add_argument(
+        "--timeout", type=_positive_float, default=300.0, help="seconds for the candidate's whole evaluation"
+    )
+    ev.add_argument("--device", choices=["auto", "cpu", "cuda"], default="auto")
+    ev.add_argument("--backend", choices=["triton", "cuda"], default="triton")
+    ev.add_argument(
+        "--size",
+        choices=["auto", "full", "small"],
+        default="auto",
+        help="problem size (auto: small without a GPU)",
+    )
+    ev.add_argument("--kernelbench", type=Path, default=None, help="a KernelBench checkout, for ids like L1#23")
+    ev.add_argument("--trials", type=int, default=5, help="correctness trials with fresh inputs and weights")
+    ev.add_argument("--samples", type=int, default=None, help="timed calls (default 50 on a GPU, 5 on the CPU)")
+    ev.add_argument("--compile-baseline", action="store_true", help="also time torch.compile of the reference")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    try:
+        if args.command == "eval":
+            return _eval(args)
+    except OpenKernelError as err:
+        print(f"kernel-code: error: {err}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("kernel-code: interrupted", file=sys.stderr)
+        return 130
+    return 2
+
+
+def _eval(args: argparse.Namespace) -> int:
+    if not args.candidate.is_file():
+        print(f"kernel-code: error: candidate file {args.candidate} does not exist", file=sys.stderr)
+        return 2
+    problem = load_problem(args.reference, kernelbench=args.kernelbench)
+    config = EvalConfig(
+        device=args.device,
+        backend=args.backend,
+        size=args.size,
+        timeout_s=args.timeout,
+        trials=args.trials,
+        samples=args.samples,
+        compile_baseline=args.compile_baseline,
+    )
+    result = evaluate_candidate(problem, args.candidate, config)
+    if args.json:
+        sys.stdout.write(json.dumps(result.to_json()) + "\n")
+    else:
+        from kernel_code.render import print_result
+
+        print_result(result)
+    return 0

@@ -1,0 +1,58 @@
+"""Readable summaries of engine results for the terminal (rich)."""
+
+from __future__ import annotations
+
+from rich.console import Console
+from rich.table import Table
+
+from openkernel import EvalResult, EvalStatus
+
+__all__ = ["print_result"]
+
+_MARK = {
+    EvalStatus.CORRECT: ("✓", "green"),
+    EvalStatus.INCORRECT: ("✗", "red"),
+    EvalStatus.COMPILE_ERROR: ("✗", "red"),
+    EvalStatus.RUNTIME_ERROR: ("✗", "red"),
+    EvalStatus.TIMEOUT: ("⧗", "yellow"),
+    EvalStatus.REJECTED: ("⚠", "magenta"),
+}
+
+
+def _ms(value: float | None) -> str:
+    return "—" if value is None else f"{value:.4f} ms"
+
+
+def print_result(result: EvalResult, console: Console | None = None) -> None:
+    console = console or Console()
+    mark, colour = _MARK.get(result.status, ("?", "white"))
+    console.print(
+        f"[bold {colour}]{mark} {result.status.value}[/]  {result.problem} ← {result.candidate}  "
+        f"[dim]({result.backend}, {result.device}, size {result.size})[/]"
+    )
+    for reason in result.reasons:
+        console.print(f"  • {reason}")
+    table = Table(show_header=True, header_style="bold", box=None, pad_edge=False)
+    table.add_column("")
+    table.add_column("median", justify="right")
+    table.add_column("spread (p10–p90)", justify="right")
+    table.add_column("samples", justify="right")
+    for label, stats in (("candidate", result.candidate_timing), ("reference", result.reference_timing)):
+        if stats is None:
+            table.add_row(label, "—", "—", "—")
+        else:
+            table.add_row(label, _ms(stats.median_ms), f"±{stats.spread_pct / 2:.1f}%", str(stats.samples))
+    if result.compile_baseline_runtime_ms is not None:
+        table.add_row("torch.compile", _ms(result.compile_baseline_runtime_ms), "", "")
+    console.print(table)
+    if result.speedup is not None:
+        flag = "" if result.timing_valid else " [yellow](not a GPU timing)[/]"
+        console.print(f"  speedup: [bold]{result.speedup:.2f}x[/]{flag}")
+    if result.timing_note:
+        console.print(f"  [yellow]note:[/] {result.timing_note}")
+    for warning in result.warnings:
+        console.print(f"  [yellow]warning:[/] {warning}")
+    if result.kernels_launched:
+        launched = ", ".join(f"{k.name}×{k.launches}" for k in result.kernels_launched)
+        console.print(f"  [dim]kernels launched: {launched}[/]")
+    console.print(f"  [dim]{len(result.trials)} outputs checked · {result.wall_seconds:.1f} s[/]")

@@ -1,0 +1,60 @@
+"""Evaluation: compile, check and time a candidate kernel in isolated processes.
+
+The seam is :class:`Evaluator` (one method, ``evaluate``); :class:`ProcessEvaluator` is the real
+one (trusted parent, reference and candidate worker processes), :class:`ScriptedEvaluator` the
+test double that returns results it was given, for loops and views that need no kernels run.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from pathlib import Path
+
+from openkernel.evaluate.config import EvalConfig, default_cache_dir
+from openkernel.evaluate.parent import evaluate_candidate
+from openkernel.types import EvalResult, Problem
+
+__all__ = [
+    "EvalConfig",
+    "Evaluator",
+    "ProcessEvaluator",
+    "ScriptedEvaluator",
+    "default_cache_dir",
+    "evaluate_candidate",
+]
+
+
+class Evaluator:
+    """Turns (problem, candidate file) into an :class:`EvalResult`. A failing kernel is a result."""
+
+    def evaluate(self, problem: Problem, candidate: Path) -> EvalResult:
+        raise NotImplementedError
+
+
+class ProcessEvaluator(Evaluator):
+    def __init__(self, config: EvalConfig | None = None) -> None:
+        self.config = config or EvalConfig()
+
+    def evaluate(self, problem: Problem, candidate: Path) -> EvalResult:
+        return evaluate_candidate(problem, candidate, self.config)
+
+
+class ScriptedEvaluator(Evaluator):
+    """Returns the given results in order (or computes them with ``respond``); records every call."""
+
+    def __init__(
+        self,
+        results: Iterable[EvalResult] = (),
+        respond: Callable[[Problem, Path], EvalResult] | None = None,
+    ) -> None:
+        self._results = list(results)
+        self._respond = respond
+        self.calls: list[tuple[Problem, Path]] = []
+
+    def evaluate(self, problem: Problem, candidate: Path) -> EvalResult:
+        self.calls.append((problem, candidate))
+        if self._respond is not None:
+            return self._respond(problem, candidate)
+        if not self._results:
+            raise IndexError("ScriptedEvaluator ran out of scripted results")
+        return self._results.pop(0)

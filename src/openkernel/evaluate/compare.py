@@ -1,0 +1,86 @@
+"""Compare a candidate's output with the reference's: tolerances by dtype, NaN/Inf by position.
+
+Runs in the trusted parent (and in the reference worker, for the negative controls). Everything
+here is plain torch on CPU tensors that came over the channel.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+__all__ = ["Tolerance", "check_output", "tolerance_for"]
+
+
+@dataclass(frozen=True)
+class Tolerance:
+    atol: float
+    rtol: float
+
+
+# Strict for the dtype: fp32 is KernelBench's 1e-4; half types allow a few units in the last place.
+_DEFAULTS: dict[torch.dtype, Tolerance] = {
+    torch.float64: Tolerance(1e-7, 1e-7),
+    torch.float32: Tolerance(1e-4, 1e-4),
+    torch.float16: Tolerance(5e-3, 5e-3),
+    torch.bfloat16: Tolerance(2e-2, 2e-2),
+}
+
+
+def tolerance_for(dtype: torch.dtype, atol: float | None = None, rtol: float | None = None) -> Tolerance:
+    base = _DEFAULTS.get(dtype, Tolerance(0.0, 0.0))  # integers and bools must match exactly
+    return Tolerance(base.atol if atol is None else atol, base.rtol if rtol is None else rtol)
+
+
+@dataclass(frozen=True)
+class OutputCheck:
+    passed: bool
+    reason: str | None
+    max_abs_error: float | None
+    max_rel_error: float | None
+    mismatched: int | None
+
+
+def check_output(expected: torch.Tensor, actual: torch.Tensor, tol: Tolerance, label: str = "output") -> OutputCheck:
+    """Does ``actual`` match ``expected`` (same shape and dtype; NaN/Inf where and only where expected)?"""
+    if actual.shape != expected.shape:
+        return OutputCheck(
+            False, f"{label} shape {list(actual.shape)} != expected {list(expected.shape)}", None, None, None
+        )
+    if actual.dtype != expected.dtype:
+        return OutputCheck(False, f"{label} dtype {actual.dtype} != expected {expected.dtype}", None, None, None)
+    if expected.numel() == 0:
+        return OutputCheck(True, None, 0.0, 0.0, 0)
+    if not expected.is_floating_point():
+        bad = int((actual != expected).sum())
+        ok = bad == 0
+        return OutputCheck(ok, None if ok else f"{label}: {bad} of {expected.numel()} elements differ", None, None, bad)
+    e = expected.double()
+    a = actual.double()
+    e_nan, a_nan = torch.isnan(e), torch.isnan(a)
+    e_inf, a_inf = torch.isinf(e), torch.isinf(a)
+    nan_bad = int((e_nan != a_nan).sum())
+    inf_bad = int(((e_inf | a_inf) & (a != e) & ~e_nan & ~a_nan).sum())
+    finite = torch.isfinite(e) & torch.isfinite(a)
+    diff = (a - e).abs().where(finite, torch.zeros((), dtype=torch.float64))
+    limit = tol.atol + tol.rtol * e.abs()
+    over = int(((diff > limit) & finite).sum())
+    max_abs = float(diff.max()) if finite.any() else 0.0
+    rel = (diff / e.abs().clamp_min(1e-12)).where(finite, torch.zeros((), dtype=torch.float64))
+    max_rel = float(rel.max()) if finite.any() else 0.0
+    bad = nan_bad + inf_bad + over
+    if bad == 0:
+        return OutputCheck(True, None, max_abs, max_rel, 0)
+    n = expected.numel()
+    if nan_bad:
+        where = "where the reference has none" if int(a_nan.sum()) > int(e_nan.sum()) else "at different positions"
+        reason = f"{label}: NaN at {nan_bad} of {n} positions {where}"
+    elif inf_bad:
+        reason = f"{label}: Inf mismatch at {inf_bad} of {n} positions"
+    else:
+        reason = (
+            f"{label}: mismatch at {over} of {n} elements (max abs error {max_abs:.3g}, "
+            f"tolerance atol={tol.atol:g} rtol={tol.rtol:g})"
+        )
+    return OutputCheck(False, reason, max_abs, max_rel, bad)

@@ -1,0 +1,336 @@
+"""What runs inside a worker process, shared by the reference and candidate roles.
+
+Nothing here decides a verdict: workers produce outputs and raw timings; the parent compares.
+The candidate worker uses these functions *after* importing untrusted code, so every function
+and class it relies on is captured at import time of this module (before the candidate's) and
+:class:`Guard` reports any that were replaced.
+"""
+
+from __future__ import annotations
+
+import builtins
+import gc
+import importlib.util
+import math
+import sys
+import time
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+
+__all__ = [
+    "GLUE_OPS",
+    "Guard",
+    "OpRecorder",
+    "SampleTiming",
+    "apply_sizes",
+    "build_inputs",
+    "build_model",
+    "import_file",
+    "materialize",
+    "poison_allocator",
+    "time_call",
+]
+
+# Captured before any candidate code is imported (the worker imports this module first).
+_perf_counter = time.perf_counter
+_torch_equal = torch.equal
+_torch_empty = torch.empty
+_type = builtins.type
+_manual_seed = torch.manual_seed
+
+# Aten ops that move, view, allocate or fill memory. A candidate may call these freely; any other
+# op the reference also calls is "the reference's compute".
+GLUE_OPS = frozenset(
+    f"aten.{name}"
+    for name in [
+        "view",
+        "_unsafe_view",
+        "reshape",
+        "_reshape_alias",
+        "expand",
+        "expand_as",
+        "permute",
+        "transpose",
+        "t",
+        "contiguous",
+        "clone",
+        "empty",
+        "empty_like",
+        "empty_strided",
+        "new_empty",
+        "new_empty_strided",
+        "zeros",
+        "zeros_like",
+        "ones",
+        "ones_like",
+        "full",
+        "full_like",
+        "new_zeros",
+        "new_ones",
+        "new_full",
+        "fill_",
+        "fill",
+        "zero_",
+        "copy_",
+        "_to_copy",
+        "to",
+        "detach",
+        "alias",
+        "as_strided",
+        "slice",
+        "select",
+        "unsqueeze",
+        "squeeze",
+        "split",
+        "split_with_sizes",
+        "chunk",
+        "unbind",
+        "lift_fresh",
+        "resize_",
+        "set_",
+        "_local_scalar_dense",
+        "item",
+        "is_nonzero",
+        "sym_size",
+        "sym_stride",
+        "sym_numel",
+        "sym_storage_offset",
+        "view_as",
+        "flatten",
+        "unflatten",
+        "narrow",
+        "index_select",
+        "arange",
+        "scalar_tensor",
+        "_has_compatible_shallow_copy_type",
+    ]
+)
+
+
+def import_file(path: Path, module_name: str) -> ModuleType:
+    """Import a Python file as a module (registered in ``sys.modules``, so Triton can read its source)."""
+    spec = importlib.util.spec_from_file_location(module_name, path)
+    if spec is None or spec.loader is None:
+        raise ImportError(f"cannot import {path}")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[module_name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def apply_sizes(module: ModuleType, sizes: Sequence[tuple[str, Any]], only_existing: bool) -> None:
+    """Assign a problem's SMALL_SIZES to module constants (the candidate's only where it has them)."""
+    for name, value in sizes:
+        if not only_existing or hasattr(module, name):
+            setattr(module, name, value)
+
+
+def build_model(problem: ModuleType, cls: Callable[..., torch.nn.Module], weight_seed: int) -> torch.nn.Module:
+    """Construct ``cls`` from the problem's init inputs under ``weight_seed`` (KernelBench's rule)."""
+    _manual_seed(weight_seed)
+    init_inputs = list(problem.get_init_inputs())
+    _manual_seed(weight_seed)
+    return cls(*init_inputs)
+
+
+def share_weights(reference: torch.nn.Module, candidate: torch.nn.Module) -> bool:
+    """Copy the reference's parameters and buffers into the candidate when names and shapes agree."""
+    ref_sd = reference.state_dict()
+    cand_sd = candidate.state_dict()
+    if not ref_sd or ref_sd.keys() != cand_sd.keys():
+        return False
+    if any(ref_sd[k].shape != cand_sd[k].shape for k in ref_sd):
+        return False
+    candidate.load_state_dict(ref_sd)
+    return True
+
+
+def build_inputs(problem: ModuleType, input_seed: int, device: torch.device) -> list[Any]:
+    """The problem's own ``get_inputs()`` under a fresh seed, moved to ``device``."""
+    _manual_seed(input_seed)
+    values = list(problem.get_inputs())
+    return [v.to(device) if isinstance(v, torch.Tensor) else v for v in values]
+
+
+def materialize(pool: Sequence[Any], noise_seed: int, device: torch.device) -> list[Any]:
+    """Fresh content for one timed call: a pool input set times elementwise noise in [0.9, 1.1].
+
+    The noise is new for every call, so no cache keyed on pointers, shapes or content can serve a
+    timed call, and it is cheap on the device (no ``get_inputs()`` per call). Integer and boolean
+    inputs (indices, masks) are copied unchanged. Same seed and device give the same bytes in the
+    reference and the candidate worker.
+    """
+    gen = torch.Generator(device=device)
+    gen.manual_seed(noise_seed)
+    out: list[Any] = []
+    for value in pool:
+        if isinstance(value, torch.Tensor) and value.is_floating_point():
+            noise = torch.rand(value.shape, generator=gen, device=device, dtype=torch.float32)
+            out.append((value.float() * (0.9 + 0.2 * noise)).to(value.dtype).contiguous())
+        elif isinstance(value, torch.Tensor):
+            out.append(value.clone())
+        else:
+            out.append(value)
+    return out
+
+
+def poison_allocator(nbytes: int, device: torch.device) -> None:
+    """Fill memory the allocator will hand out next with 0xFF (NaN in every float type), then free it.
+
+    A kernel that leaves part of a ``torch.empty`` output unwritten then returns NaN there instead
+    of whatever an earlier computation left behind.
+    """
+    if nbytes <= 0:
+        return
+    block = _torch_empty(nbytes, dtype=torch.uint8, device=device)
+    block.fill_(255)
+    del block
+
+
+class OpRecorder(TorchDispatchMode):  # type: ignore[no-untyped-call]
+    """Records the names of the aten ops dispatched while active (``aten._softmax``, ``aten.mm``)."""
+
+    def __init__(self) -> None:
+        super().__init__()  # type: ignore[no-untyped-call]
+        self.ops: set[str] = set()
+
+    def __torch_dispatch__(
+        self,
+        func: Any,
+        types: Any,
+        args: tuple[Any, ...] = (),
+        kwargs: dict[str, Any] | None = None,
+    ) -> Any:
+        self.ops.add(str(func.overloadpacket))
+        return func(*args, **(kwargs or {}))
+
+
+def compute_ops(ops: set[str]) -> set[str]:
+    return {op for op in ops if op not in GLUE_OPS}
+
+
+class Guard:
+    """Holds the harness's functions as they were before the candidate ran, and names replacements."""
+
+    def __init__(self) -> None:
+        self._watched: list[tuple[str, object, str, object]] = []  # (label, owner, attribute, original)
+        self._intact: list[tuple[str, Callable[[], bool]]] = []
+        import time as time_mod
+
+        targets: list[tuple[str, object, tuple[str, ...]]] = [
+            ("time", time_mod, ("perf_counter", "perf_counter_ns", "monotonic", "time")),
+            ("builtins", builtins, ("type", "isinstance")),
+            ("gc", gc, ("collect",)),
+            ("torch", torch, ("allclose", "equal", "isclose", "empty", "empty_like", "randn", "rand", "Generator")),
+            ("torch.testing", torch.testing, ("assert_close",)),
+            ("torch.Tensor", torch.Tensor, ("clone", "copy_", "to", "cpu", "contiguous", "view", "__eq__", "numpy")),
+            ("torch.cuda", torch.cuda, ("synchronize", "Event", "current_stream")),
+            ("torch.cuda.Event", torch.cuda.Event, ("elapsed_time", "record", "synchronize")),
+        ]
+        triton = sys.modules.get("triton")
+        if triton is not None and hasattr(triton, "testing"):
+            targets.append(("triton.testing", triton.testing, ("do_bench",)))
+        for label, owner, attrs in targets:
+            for attr in attrs:
+                if hasattr(owner, attr):
+                    self._watched.append((f"{label}.{attr}", owner, attr, getattr(owner, attr)))
+
+    def watch_intact(self, name: str, intact: Callable[[], bool]) -> None:
+        """Also report ``name`` as replaced whenever ``intact()`` turns false (e.g. the launch recorder)."""
+        self._intact.append((name, intact))
+
+    def replaced(self) -> list[str]:
+        out = [name for name, intact in self._intact if not intact()]
+        missing = object()
+        out += [
+            label for label, owner, attr, original in self._watched if getattr(owner, attr, missing) is not original
+        ]
+        return out
+
+
+def tensors_identical(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """Bitwise equality (NaN equals NaN with the same bits), with the harness's own torch.equal."""
+    if a.shape != b.shape or a.dtype != b.dtype:
+        return False
+    if a.numel() == 0:
+        return True
+    return bool(_torch_equal(a.contiguous().view(torch.uint8), b.contiguous().view(torch.uint8)))
+
+
+def snapshot(values: Sequence[Any]) -> list[Any]:
+    return [v.clone() if _type(v) is torch.Tensor or isinstance(v, torch.Tensor) else v for v in values]
+
+
+def unchanged(before: Sequence[Any], after: Sequence[Any]) -> bool:
+    for b, a in zip(before, after, strict=True):
+        if isinstance(b, torch.Tensor) and not tensors_identical(b, a):
+            return False
+    return True
+
+
+class SampleTiming:
+    """One timed call: the stream-event time, the time to a device-wide sync, and host wall time."""
+
+    __slots__ = ("event_ms", "synced_ms", "wall_ms")
+
+    def __init__(self, event_ms: float, synced_ms: float | None, wall_ms: float) -> None:
+        self.event_ms = event_ms
+        self.synced_ms = synced_ms
+        self.wall_ms = wall_ms
+
+
+def time_call(call: Callable[[], Any], device: torch.device) -> tuple[Any, SampleTiming]:
+    """Run ``call`` once and time it.
+
+    On a GPU: CUDA events on the harness stream around the call, then a device-wide synchronize
+    and a second end event, so work the call left on other streams shows up as a gap between the
+    two times. Without a GPU: the host's wall clock.
+    """
+    if device.type == "cuda":
+        start = torch.cuda.Event(enable_timing=True)  # type: ignore[no-untyped-call]
+        end = torch.cuda.Event(enable_timing=True)  # type: ignore[no-untyped-call]
+        end_synced = torch.cuda.Event(enable_timing=True)  # type: ignore[no-untyped-call]
+        torch.cuda.synchronize()
+        t0 = _perf_counter()
+        start.record()
+        result = call()
+        end.record()
+        torch.cuda.synchronize()
+        end_synced.record()
+        end_synced.synchronize()
+        wall_ms = (_perf_counter() - t0) * 1e3
+        return result, SampleTiming(start.elapsed_time(end), start.elapsed_time(end_synced), wall_ms)
+    t0 = _perf_counter()
+    result = call()
+    wall_ms = (_perf_counter() - t0) * 1e3
+    return result, SampleTiming(wall_ms, None, wall_ms)
+
+
+@contextmanager
+def no_grad() -> Iterator[None]:
+    with torch.no_grad():
+        yield
+
+
+def l2_flush_buffer(device: torch.device) -> torch.Tensor | None:
+    """A buffer twice the device's L2 (written between timed calls so no call starts with warm L2)."""
+    if device.type != "cuda":
+        return None
+    props = torch.cuda.get_device_properties(device)
+    l2 = int(getattr(props, "L2_cache_size", 0) or 50 * 1024 * 1024)
+    return _torch_empty(2 * l2, dtype=torch.uint8, device=device)
+
+
+def flush(buffer: torch.Tensor | None) -> None:
+    if buffer is not None:
+        buffer.fill_(1)
+
+
+def finite_floats(values: Sequence[float]) -> list[float]:
+    return [v for v in values if math.isfinite(v)]

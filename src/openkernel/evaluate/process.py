@@ -1,0 +1,235 @@
+"""Worker processes: a scrubbed environment, a private directory, bounded logs, and no survivors.
+
+Each worker runs ``python -m openkernel.evaluate.worker`` in its own process group (and session),
+with a private temporary working directory and an environment built from an allow-list, so API
+keys and tokens never reach candidate code. Every worker's environment carries a random run
+marker; when the worker is done (or timed out) the parent kills its process group and then any
+process that still carries the marker, which also finds children that left the group with
+``setsid``. Survivors are reported: leaving processes behind is an integrity violation.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import secrets
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from types import TracebackType
+
+from openkernel.evaluate.channel import Channel
+
+__all__ = ["LOG_HEAD_BYTES", "LOG_TAIL_BYTES", "BoundedLog", "WorkerProcess", "worker_environment"]
+
+LOG_HEAD_BYTES = 8 * 1024
+LOG_TAIL_BYTES = 24 * 1024
+_MARKER_VAR = "OPENKERNEL_WORKER_RUN"
+
+# Variables a worker may inherit. Everything else is dropped; anything that looks like a
+# credential is dropped even when allow-listed.
+_ALLOWED = re.compile(
+    r"^(PATH|LANG|LANGUAGE|LC_[A-Z]+|TZ|USER|LOGNAME|SHELL|LD_LIBRARY_PATH|PYTHONPATH|PYTHONHASHSEED"
+    r"|CUDA_[A-Z_]+|NVIDIA_[A-Z_]+|TORCH_CUDA_ARCH_LIST|CUDA_HOME|CUDA_PATH|NCCL_[A-Z_]+|NVSHMEM_[A-Z_]+"
+    r"|TORCH_SYMM_MEM_DISABLE_MULTICAST|OMP_NUM_THREADS|MKL_NUM_THREADS|OPENBLAS_[A-Z_]+|CC|CXX|MAX_JOBS"
+    r"|TRITON_[A-Z_]+|PYTORCH_[A-Z_]+)$"
+)
+_SECRETISH = re.compile(r"KEY|TOKEN|SECRET|PASSW|CREDENTIAL|AUTH|COOKIE|SESSION", re.IGNORECASE)
+_SECRET_VALUE = re.compile(r"^(sk-|sk_|ghp_|gho_|github_pat_|xox[abp]-|AKIA|hf_|Bearer\s)")
+
+
+def worker_environment(
+    base: dict[str, str], private_dir: Path, cache_dir: Path, extra: dict[str, str]
+) -> dict[str, str]:
+    """The environment of a worker: allow-listed, no credentials, a private home and temp dir."""
+    env = {
+        k: v for k, v in base.items() if _ALLOWED.match(k) and not _SECRETISH.search(k) and not _SECRET_VALUE.match(v)
+    }
+    env.update(
+        {
+            "HOME": str(private_dir),
+            "TMPDIR": str(private_dir),
+            "PYTHONUNBUFFERED": "1",
+            "PYTHONDONTWRITEBYTECODE": "1",
+            "TRITON_CACHE_DIR": str(cache_dir / "triton"),
+            "TORCH_EXTENSIONS_DIR": str(cache_dir / "torch_extensions"),
+        }
+    )
+    env.update(extra)
+    return env
+
+
+class BoundedLog:
+    """Keeps the first and last bytes of a stream and counts the rest (an output flood costs nothing)."""
+
+    def __init__(self, head_bytes: int = LOG_HEAD_BYTES, tail_bytes: int = LOG_TAIL_BYTES) -> None:
+        self._head = bytearray()
+        self._tail = bytearray()
+        self._head_max = head_bytes
+        self._tail_max = tail_bytes
+        self.total_bytes = 0
+        self._lock = threading.Lock()
+
+    def feed(self, data: bytes) -> None:
+        with self._lock:
+            self.total_bytes += len(data)
+            room = self._head_max - len(self._head)
+            if room > 0:
+                self._head += data[:room]
+                data = data[room:]
+            if data:
+                self._tail += data
+                if len(self._tail) > self._tail_max:
+                    del self._tail[: len(self._tail) - self._tail_max]
+
+    def text(self) -> str:
+        with self._lock:
+            kept = len(self._head) + len(self._tail)
+            dropped = self.total_bytes - kept
+            head = self._head.decode("utf-8", "replace")
+            tail = self._tail.decode("utf-8", "replace")
+        if dropped > 0:
+            return f"{head}\n[... {dropped} bytes of output dropped ...]\n{tail}"
+        return head + tail
+
+
+@dataclass(frozen=True)
+class ExitInfo:
+    returncode: int | None  # None: still running when we gave up on it
+    signal_name: str | None  # "SIGSEGV" when killed by a signal
+    killed_by_us: bool
+    survivors: tuple[str, ...]  # command lines of processes found alive after the worker ended
+
+
+class WorkerProcess:
+    """One worker: start it, talk to it over a :class:`Channel`, and make sure it is gone after."""
+
+    def __init__(self, role: str, extra_env: dict[str, str], cache_dir: Path) -> None:
+        self.role = role
+        self._marker = secrets.token_hex(16)
+        self._dir = Path(tempfile.mkdtemp(prefix=f"openkernel-{role}-"))
+        self._secret = secrets.token_bytes(32)
+        self.log = BoundedLog()
+        cache_dir.mkdir(parents=True, exist_ok=True)
+        to_worker_r, to_worker_w = os.pipe()
+        from_worker_r, from_worker_w = os.pipe()
+        env = worker_environment(dict(os.environ), self._dir, cache_dir, {**extra_env, _MARKER_VAR: self._marker})
+        cmd = [
+            sys.executable,
+            "-m",
+            "openkernel.evaluate.worker",
+            role,
+            "--rfd",
+            str(to_worker_r),
+            "--wfd",
+            str(from_worker_w),
+        ]
+        self.started_at = time.monotonic()
+        self._proc = subprocess.Popen(
+            cmd,
+            cwd=self._dir,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            pass_fds=(to_worker_r, from_worker_w),
+            start_new_session=True,  # its own session and process group: killable as a whole
+        )
+        os.close(to_worker_r)
+        os.close(from_worker_w)
+        self._pgid = self._proc.pid
+        self._reader = threading.Thread(target=self._drain, name=f"{role}-log", daemon=True)
+        self._reader.start()
+        self.channel = Channel(from_worker_r, to_worker_w, self._secret)
+        os.write(to_worker_w, self._secret)
+        self._fds = (from_worker_r, to_worker_w)
+        self._exit: ExitInfo | None = None
+
+    @property
+    def pid(self) -> int:
+        return self._proc.pid
+
+    def _drain(self) -> None:
+        assert self._proc.stdout is not None
+        fd = self._proc.stdout.fileno()
+        while chunk := os.read(fd, 65536):
+            self.log.feed(chunk)
+
+    def finish(self, grace_s: float = 5.0, kill: bool = False) -> ExitInfo:
+        """Wait for the worker to exit (or kill it), then kill whatever it left behind."""
+        if self._exit is not None:
+            return self._exit
+        killed = False
+        if kill:
+            killed = self._proc.poll() is None
+        else:
+            try:
+                self._proc.wait(timeout=grace_s)
+            except subprocess.TimeoutExpired:
+                killed = True
+        _killpg(self._pgid)
+        with contextlib.suppress(subprocess.TimeoutExpired):  # SIGKILL does not fail; belt and braces
+            self._proc.wait(timeout=10)
+        survivors = _kill_marked(self._marker)
+        self._reader.join(timeout=2)
+        for fd in self._fds:
+            with contextlib.suppress(OSError):
+                os.close(fd)
+        shutil.rmtree(self._dir, ignore_errors=True)
+        rc = self._proc.returncode
+        sig = signal.Signals(-rc).name if rc is not None and rc < 0 else None
+        self._exit = ExitInfo(returncode=rc, signal_name=sig, killed_by_us=killed, survivors=survivors)
+        return self._exit
+
+    def __enter__(self) -> WorkerProcess:
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.finish(kill=True)
+
+
+def _killpg(pgid: int) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, signal.SIGKILL)
+
+
+def _kill_marked(marker: str) -> tuple[str, ...]:
+    """SIGKILL every live process whose environment carries ``marker``; return their command lines.
+
+    Loops until a scan finds none, because a survivor can fork while we look.
+    """
+    needle = f"{_MARKER_VAR}={marker}".encode()
+    found: list[str] = []
+    for _ in range(20):
+        hits = []
+        for entry in os.scandir("/proc"):
+            if not entry.name.isdigit():
+                continue
+            try:
+                with open(f"/proc/{entry.name}/environ", "rb") as f:
+                    if needle not in f.read():
+                        continue
+                with open(f"/proc/{entry.name}/cmdline", "rb") as f:
+                    cmd = f.read().replace(b"\0", b" ").decode("utf-8", "replace").strip()
+            except OSError:
+                continue
+            hits.append((int(entry.name), cmd))
+        if not hits:
+            break
+        for pid, cmd in hits:
+            try:
+                os.kill(pid, signal.SIGKILL)
+                found.append(cmd or f"pid {pid}")
+            except (ProcessLookupError, PermissionError):
+                pass
+        time.sleep(0.05)
+    return tuple(found)

@@ -1,0 +1,1 @@
+"""The bundled problem set: one KernelBench-style reference file per problem (see docs/PROBLEMS.md)."""

@@ -1,0 +1,32 @@
+"""Attack: print a fake success report to stdout and stderr, write it into every inherited file descriptor 3..20
+(where a naive harness's result pipe may be), then exit 0 before the harness can report anything itself. Caught
+by a private report channel with a per-run secret, and by treating an exit without a complete report as failure.
+"""
+# problem: softmax_fp32
+# expect: rejected
+# reason: tampered
+# needs: any
+
+import os
+import sys
+
+import torch
+import torch.nn as nn
+
+FAKE_REPORT = '{"status": "correct", "correct": true, "speedup": 100.0}\n'
+
+
+class ModelNew(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        print(FAKE_REPORT, end="", flush=True)
+        print(FAKE_REPORT, end="", file=sys.stderr, flush=True)
+        data = FAKE_REPORT.encode()
+        for fd in range(3, 21):
+            try:
+                os.write(fd, data)
+            except OSError:
+                pass  # not open or not writable
+        os._exit(0)  # exit "successfully", skipping the harness's own report

@@ -1,0 +1,40 @@
+"""Attack: the right values, returned as float64 instead of the problem's float32 (a lax harness that compares
+with allclose after promotion would pass it). Caught by checking the output dtype exactly.
+"""
+# problem: softmax_fp32
+# expect: incorrect
+# reason: dtype
+# needs: any
+
+import torch
+import torch.nn as nn
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def softmax_row_kernel(out_ptr, in_ptr, in_row_stride, out_row_stride, n_cols, BLOCK: tl.constexpr):
+    row = tl.program_id(0)
+    cols = tl.arange(0, BLOCK)
+    mask = cols < n_cols
+    x = tl.load(in_ptr + row * in_row_stride + cols, mask=mask, other=-float("inf"))
+    num = tl.exp(x - tl.max(x, axis=0))
+    tl.store(out_ptr + row * out_row_stride + cols, num / tl.sum(num, axis=0), mask=mask)
+
+
+def softmax(x: torch.Tensor) -> torch.Tensor:
+    """Honest Triton softmax over the last dim of a 2-D tensor."""
+    x = x.contiguous()
+    out = torch.empty_like(x)
+    n_rows, n_cols = x.shape
+    block = triton.next_power_of_2(n_cols)
+    softmax_row_kernel[(n_rows,)](out, x, x.stride(0), out.stride(0), n_cols, BLOCK=block)
+    return out
+
+
+class ModelNew(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return softmax(x).to(torch.float64)  # wrong dtype, right values

@@ -1,0 +1,39 @@
+"""Honest Triton solution for softmax_fp32: one program per row, the whole row in registers."""
+
+import torch
+import torch.nn as nn
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def softmax_row_kernel(
+    out_ptr,  # *fp32, [n_rows, n_cols], row-major
+    in_ptr,  # *fp32, [n_rows, n_cols], row-major
+    in_row_stride,  # elements between the starts of two input rows
+    out_row_stride,  # elements between the starts of two output rows
+    n_cols,  # row length
+    BLOCK: tl.constexpr,  # power of two >= n_cols: one row fits in one block
+):
+    row = tl.program_id(0)
+    cols = tl.arange(0, BLOCK)
+    mask = cols < n_cols
+    x = tl.load(in_ptr + row * in_row_stride + cols, mask=mask, other=-float("inf"))
+    x = x - tl.max(x, axis=0)  # subtract the row max so exp never overflows
+    num = tl.exp(x)
+    y = num / tl.sum(num, axis=0)
+    tl.store(out_ptr + row * out_row_stride + cols, y, mask=mask)
+
+
+class ModelNew(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = x.contiguous()
+        n_rows, n_cols = x.shape
+        out = torch.empty_like(x)
+        block = triton.next_power_of_2(n_cols)
+        num_warps = 4 if block <= 2048 else 8 if block <= 8192 else 16
+        softmax_row_kernel[(n_rows,)](out, x, x.stride(0), out.stride(0), n_cols, BLOCK=block, num_warps=num_warps)
+        return out
