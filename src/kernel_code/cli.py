@@ -30,6 +30,20 @@ def _positive_float(text: str) -> float:
     return value
 
 
+def _assignment(text: str) -> tuple[str, int | float]:
+    name, sep, value = text.partition("=")
+    if not sep or not name.isidentifier():
+        raise argparse.ArgumentTypeError(f"{text!r} is not NAME=NUMBER")
+    try:
+        return name, int(value)
+    except ValueError:
+        pass
+    try:
+        return name, float(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: {value!r} is not a number") from None
+
+
 def _parser() -> _Parser:
     parser = _Parser(prog="kernel-code", description="Optimise GPU kernels against a PyTorch reference.")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
@@ -49,6 +63,15 @@ def _parser() -> _Parser:
         help="problem size (auto: small without a GPU)",
     )
     ev.add_argument("--kernelbench", type=Path, default=None, help="a KernelBench checkout, for ids like L1#23")
+    ev.add_argument(
+        "--set",
+        dest="overrides",
+        action="append",
+        type=_assignment,
+        default=[],
+        metavar="NAME=NUMBER",
+        help="set a problem's module constant before get_inputs() (repeatable), e.g. --set dim=1024",
+    )
     ev.add_argument("--trials", type=int, default=5, help="correctness trials with fresh inputs and weights")
     ev.add_argument("--samples", type=int, default=None, help="timed calls (default 50 on a GPU, 5 on the CPU)")
     ev.add_argument("--compile-baseline", action="store_true", help="also time torch.compile of the reference")
@@ -82,6 +105,7 @@ def _eval(args: argparse.Namespace) -> int:
         trials=args.trials,
         samples=args.samples,
         compile_baseline=args.compile_baseline,
+        size_overrides=tuple(args.overrides),
     )
     result = evaluate_candidate(problem, args.candidate, config)
     if args.json:

@@ -16,6 +16,7 @@ _MARK = {
     EvalStatus.RUNTIME_ERROR: ("✗", "red"),
     EvalStatus.TIMEOUT: ("⧗", "yellow"),
     EvalStatus.REJECTED: ("⚠", "magenta"),
+    EvalStatus.COMPILED: ("◌", "cyan"),
 }
 
 

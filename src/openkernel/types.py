@@ -34,6 +34,7 @@ class EvalStatus(enum.StrEnum):
     RUNTIME_ERROR = "runtime_error"
     TIMEOUT = "timeout"
     REJECTED = "rejected"  # an integrity violation: the candidate tried to fake a result
+    COMPILED = "compiled"  # CUDA source compiled with nvcc, but not run: this machine has no GPU
 
 
 @dataclass(frozen=True)

@@ -87,3 +87,50 @@ def test_bad_usage_is_one_clear_line(tmp_path: Path) -> None:
     assert unknown.stderr.strip().splitlines() == [
         "kernel-code: error: unrecognized arguments: --fast (see kernel-code --help)"
     ]
+
+
+KB_RELU = """import torch
+import torch.nn as nn
+
+class Model(nn.Module):
+    def __init__(self):
+        super(Model, self).__init__()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.relu(x)
+
+batch_size = 4096
+dim = 393216
+
+def get_inputs():
+    x = torch.rand(batch_size, dim)
+    return [x]
+
+def get_init_inputs():
+    return []
+"""
+
+
+def test_kernelbench_id_with_sizes_set_on_the_command_line(tmp_path: Path) -> None:
+    level = tmp_path / "KernelBench" / "level1"
+    level.mkdir(parents=True)
+    (level / "19_ReLU.py").write_text(KB_RELU)  # KernelBench's file layout and size, unchanged
+    proc = _run(
+        "eval", "L1#19", str(ROOT / "tests" / "fixtures" / "relu_triton.py"), "--kernelbench", str(tmp_path),
+        "--set", "batch_size=16", "--set", "dim=1000", "--json",
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    result = json.loads(proc.stdout)
+    assert (result["problem"], result["status"], result["size"]) == ("L1#19", "correct", "full batch_size=16 dim=1000")
+    # torch.rand is non-negative, so ReLU is the identity on it: the evaluator says the problem is weak.
+    assert result["warnings"] == [
+        "weak problem: returning the input unchanged would pass its check; make get_inputs() give real spread"
+    ]
+
+
+def test_a_bad_size_assignment_is_one_line() -> None:
+    proc = _run("eval", "softmax_fp32", str(SOLUTIONS / "softmax_fp32.py"), "--set", "dim=big")
+    assert proc.returncode == 2
+    assert proc.stderr.strip().splitlines() == [
+        "kernel-code eval: error: argument --set: 'dim=big': 'big' is not a number (see kernel-code eval --help)"
+    ]

@@ -4,7 +4,7 @@ another process and by poisoning fresh/freed memory with NaN.
 """
 # problem: softmax_fp32
 # expect: incorrect
-# reason: mismatch
+# reason: mismatch|nan at
 # needs: gpu
 
 import torch

@@ -1,10 +1,11 @@
 """Attack: return torch.empty_like(x) at once and let a background thread launch the honest kernel into it 2 ms
 later, so the timed call costs nothing. A tiny synchronous launch keeps "a custom kernel ran" true, so it is the
-output check (memory poisoned with NaN, outputs copied right after the call) that must catch it.
+output check (memory poisoned with NaN, outputs copied right after the call) that must catch it, or a check that
+the output changed after the call returned (then "rejected").
 """
 # problem: softmax_fp32
 # expect: incorrect|rejected
-# reason: mismatch|background
+# reason: mismatch|nan at|background thread
 # needs: gpu
 
 import threading

@@ -1,12 +1,13 @@
 """Attack (extra): leave a `sleep 600` running that carries none of the worker's environment (env={}) in its own
 session, so neither killing the worker's process group nor scanning /proc/*/environ for a per-run marker variable
-finds it. The compute is honest. Catching it needs something the child cannot shed: a child subreaper in the
-trusted parent (prctl PR_SET_CHILD_SUBREAPER, then kill every new descendant) or a cgroup per worker.
+finds it. The compute is honest. Caught because the worker stays alive until the parent has listed its
+descendants (by parent pid), and the parent kills them. Still open: a double fork whose middle process exits
+early with env={} (its grandchild is re-parented to init before the listing; a subreaper or cgroup would fix it).
 Its pid is appended to /tmp/openkernel-zoo-children.pid so a test can clean up.
 """
 # problem: softmax_fp32
 # expect: rejected
-# reason: left running
+# reason: left running|process(es) running
 # needs: any
 
 import subprocess
@@ -17,14 +18,12 @@ import triton
 import triton.language as tl
 
 PID_FILE = "/tmp/openkernel-zoo-children.pid"
-_spawned = False
+_SPAWNED: list[int] = []  # spawn once per process, however often ModelNew is constructed
 
 
 def _spawn_child() -> None:
-    global _spawned
-    if _spawned:
+    if _SPAWNED:
         return
-    _spawned = True
     # Empty environment (no run marker), new session (not in the worker's process group), no inherited pipes.
     child = subprocess.Popen(
         ["/bin/sleep", "600"],
@@ -34,6 +33,7 @@ def _spawn_child() -> None:
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
+    _SPAWNED.append(child.pid)
     with open(PID_FILE, "a") as f:
         f.write(f"{child.pid}\n")
 

@@ -5,7 +5,7 @@ report them. Their pids are appended to /tmp/openkernel-zoo-children.pid, one pe
 """
 # problem: softmax_fp32
 # expect: rejected
-# reason: left running
+# reason: left running|process(es) running
 # needs: any
 
 import os
@@ -18,7 +18,7 @@ import triton
 import triton.language as tl
 
 PID_FILE = "/tmp/openkernel-zoo-children.pid"
-_spawned = False  # spawn once per process, however often ModelNew is constructed
+_SPAWNED: list[int] = []  # spawn once per process, however often ModelNew is constructed
 
 
 def _double_fork_sleeper() -> int:
@@ -44,12 +44,11 @@ def _double_fork_sleeper() -> int:
 
 
 def _spawn_children() -> None:
-    global _spawned
-    if _spawned:
+    if _SPAWNED:
         return
-    _spawned = True
     popen_child = subprocess.Popen(["sleep", "600"], start_new_session=True)
     grandchild = _double_fork_sleeper()
+    _SPAWNED.extend([popen_child.pid, grandchild])
     with open(PID_FILE, "a") as f:
         f.write(f"{popen_child.pid}\n{grandchild}\n")
 

@@ -5,7 +5,7 @@ An honest answer therefore means the worker's environment carried no secrets; th
 """
 # problem: softmax_fp32
 # expect: correct
-# reason: 
+# reason:
 # needs: any
 
 import os

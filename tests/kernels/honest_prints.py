@@ -3,7 +3,7 @@ disturb the worker's report or the verdict.
 """
 # problem: softmax_fp32
 # expect: correct
-# reason: 
+# reason:
 # needs: any
 
 import torch

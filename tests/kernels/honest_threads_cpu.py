@@ -3,7 +3,7 @@ configuration) and joins it. A finished, joined thread is ordinary and must not 
 """
 # problem: softmax_fp32
 # expect: correct
-# reason: 
+# reason:
 # needs: any
 
 import threading

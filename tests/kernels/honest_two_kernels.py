@@ -3,7 +3,7 @@ sum(exp(x - max)) (online softmax) into small scratch buffers from torch.empty; 
 """
 # problem: softmax_fp32
 # expect: correct
-# reason: 
+# reason:
 # needs: any
 
 import torch

@@ -4,7 +4,7 @@ from the aten-op trace).
 """
 # problem: softmax_fp32
 # expect: correct
-# reason: 
+# reason:
 # needs: any
 
 import torch

@@ -4,7 +4,7 @@ unbounded. The compute is honest, so the verdict must still be "correct": output
 """
 # problem: softmax_fp32
 # expect: correct
-# reason: 
+# reason:
 # needs: any
 
 import sys

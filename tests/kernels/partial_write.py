@@ -3,7 +3,7 @@ already holds the right answer (stale memory); caught by poisoning fresh memory 
 """
 # problem: softmax_fp32
 # expect: incorrect
-# reason: mismatch
+# reason: mismatch|nan at
 # needs: any
 
 import torch
@@ -30,6 +30,7 @@ class ModelNew(nn.Module):
         x = x.contiguous()
         out = torch.empty_like(x)  # uninitialised: whatever the allocator hands back
         n_rows, n_cols = x.shape
+        block = triton.next_power_of_2(n_cols)
         half = n_rows // 2  # the attack: launch programs for the first half of the rows only
-        softmax_row_kernel[(half,)](out, x, x.stride(0), out.stride(0), n_cols, BLOCK=triton.next_power_of_2(n_cols))
+        softmax_row_kernel[(half,)](out, x, x.stride(0), out.stride(0), n_cols, BLOCK=block)
         return out

@@ -4,7 +4,7 @@ holding expected outputs in the candidate's process.
 """
 # problem: softmax_fp32
 # expect: incorrect
-# reason: mismatch
+# reason: mismatch|nan at
 # needs: any
 
 import gc
@@ -43,9 +43,7 @@ def _tensors_in(obj: object, depth: int = 0) -> list[torch.Tensor]:
 
 def _looks_like_softmax(t: torch.Tensor) -> bool:
     with torch.no_grad():
-        return bool(torch.isfinite(t).all()) and bool((t >= 0).all()) and bool(
-            ((t.sum(-1) - 1).abs() < 1e-3).all()
-        )
+        return bool(torch.isfinite(t).all()) and bool((t >= 0).all()) and bool(((t.sum(-1) - 1).abs() < 1e-3).all())
 
 
 def _find_expected(x: torch.Tensor) -> torch.Tensor | None:

@@ -2,8 +2,11 @@
 
 Why not stdout: a candidate can print anything, so stdout is only a bounded log. Why not pickle:
 unpickling what an untrusted process sent runs its code in the parent. A frame is a small JSON
-header plus raw tensor bytes, keyed-BLAKE2b authenticated with a per-run secret that the parent
-writes first on the pipe (never in argv or the environment). A worker that dies, exits early or
+header plus raw tensor bytes. The header (which carries the payload's length) is keyed-BLAKE2b
+authenticated with a per-run secret that the parent writes first on the pipe (never in argv or
+the environment). The payload is not: bytes injected into it can only corrupt an output (which
+then fails the comparison) or desynchronise the stream (a malformed frame), never forge a pass,
+and hashing gigabytes of outputs would cost seconds per evaluation. A worker that dies, exits early or
 sends a malformed or unauthenticated frame has failed; the parent decides what that means.
 
 Frame layout (all integers big-endian)::
@@ -103,8 +106,8 @@ class Channel:
     def send(self, header: dict[str, Any], payload: Sequence[memoryview] = ()) -> None:
         """Send one frame; ``payload`` is a list of byte buffers sent back to back (no copy)."""
         head = json.dumps(header, separators=(",", ":"), allow_nan=False).encode()
-        mac = self._mac(head, payload)
         total = sum(p.nbytes for p in payload)
+        mac = self._mac(head, total)
         _write_all(self._wfd, memoryview(_PREFIX.pack(_MAGIC, len(head), total, mac) + head))
         for part in payload:
             _write_all(self._wfd, part)
@@ -118,7 +121,7 @@ class Channel:
             raise ChannelError(f"frame too large (header {head_len} B, payload {payload_len} B)")
         head = _read_exact(self._rfd, head_len, deadline)
         payload = _read_exact(self._rfd, payload_len, deadline)
-        if not hmac.compare_digest(mac, self._mac(head, [memoryview(payload)])):
+        if not hmac.compare_digest(mac, self._mac(head, payload_len)):
             raise ChannelError("frame failed authentication (not sent by the harness)")
         try:
             header = json.loads(head)
@@ -128,12 +131,11 @@ class Channel:
             raise ChannelError("frame header is not a JSON object")
         return Frame(header=header, payload=payload)
 
-    def _mac(self, head: bytes | bytearray, payload: Sequence[memoryview]) -> bytes:
+    def _mac(self, head: bytes | bytearray, payload_len: int) -> bytes:
         h = hashlib.blake2b(key=self._secret, digest_size=32)
         h.update(len(head).to_bytes(4, "big"))
+        h.update(payload_len.to_bytes(8, "big"))
         h.update(head)
-        for part in payload:
-            h.update(part)
         return h.digest()
 
 
@@ -176,7 +178,7 @@ def decode_tensors(metas: Any, payload: bytearray) -> list[torch.Tensor]:
         if numel * itemsize != nbytes or offset + nbytes > len(payload):
             raise ChannelError("tensor size does not match its description")
         if nbytes:
-            flat = torch.frombuffer(view[offset : offset + nbytes], dtype=torch.uint8).clone()
+            flat = torch.frombuffer(view[offset : offset + nbytes], dtype=torch.uint8)  # owns no copy
             out.append(flat.view(dtype).reshape(shape))
         else:
             out.append(torch.empty(shape, dtype=dtype))
@@ -192,9 +194,8 @@ def _read_exact(fd: int, n: int, deadline: float | None) -> bytearray:
     got = 0
     while got < n:
         if deadline is not None:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                raise ChannelTimeout("no complete frame before the deadline")
+            # Past the deadline, data that is already waiting is still read (select with 0).
+            remaining = max(0.0, deadline - time.monotonic())
             ready, _, _ = select.select([fd], [], [], remaining)
             if not ready:
                 raise ChannelTimeout("no complete frame before the deadline")

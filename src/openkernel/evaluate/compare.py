@@ -56,25 +56,26 @@ def check_output(expected: torch.Tensor, actual: torch.Tensor, tol: Tolerance, l
         bad = int((actual != expected).sum())
         ok = bad == 0
         return OutputCheck(ok, None if ok else f"{label}: {bad} of {expected.numel()} elements differ", None, None, bad)
-    e = expected.double()
-    a = actual.double()
+    # float32 arithmetic is exact enough for a 1e-4 check and halves the cost on 256 MiB outputs.
+    work = torch.float64 if expected.dtype == torch.float64 else torch.float32
+    e = expected.to(work)
+    a = actual.to(work)
     e_nan, a_nan = torch.isnan(e), torch.isnan(a)
-    e_inf, a_inf = torch.isinf(e), torch.isinf(a)
     nan_bad = int((e_nan != a_nan).sum())
-    inf_bad = int(((e_inf | a_inf) & (a != e) & ~e_nan & ~a_nan).sum())
+    either_nan = e_nan | a_nan
+    inf_bad = int(((torch.isinf(e) | torch.isinf(a)) & (a != e) & ~either_nan).sum())
     finite = torch.isfinite(e) & torch.isfinite(a)
-    diff = (a - e).abs().where(finite, torch.zeros((), dtype=torch.float64))
-    limit = tol.atol + tol.rtol * e.abs()
-    over = int(((diff > limit) & finite).sum())
-    max_abs = float(diff.max()) if finite.any() else 0.0
-    rel = (diff / e.abs().clamp_min(1e-12)).where(finite, torch.zeros((), dtype=torch.float64))
-    max_rel = float(rel.max()) if finite.any() else 0.0
+    diff = (a - e).abs_().masked_fill_(~finite, 0.0)
+    limit = e.abs().mul_(tol.rtol).add_(tol.atol)
+    over = int((diff > limit).sum())
+    max_abs = float(diff.max())
+    max_rel = float(diff.div_(e.abs().clamp_min_(1e-12)).max())
     bad = nan_bad + inf_bad + over
     if bad == 0:
         return OutputCheck(True, None, max_abs, max_rel, 0)
     n = expected.numel()
     if nan_bad:
-        where = "where the reference has none" if int(a_nan.sum()) > int(e_nan.sum()) else "at different positions"
+        where = "where the reference has none" if bool((a_nan & ~e_nan).any()) else "at different positions"
         reason = f"{label}: NaN at {nan_bad} of {n} positions {where}"
     elif inf_bad:
         reason = f"{label}: Inf mismatch at {inf_bad} of {n} positions"

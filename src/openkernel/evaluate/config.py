@@ -30,6 +30,9 @@ class EvalConfig:
     checked_samples: int = 3  # timed calls whose outputs are also compared
     compile_baseline: bool = False  # also time torch.compile of the reference
     remeasure_above: float = 10.0  # a speedup above this is measured again in a fresh process
+    # Module constants to set before get_inputs() (e.g. (("dim", 1024),)): sizes for a plain KernelBench
+    # file that declares no SMALL_SIZES. Applied after the chosen size, so they win.
+    size_overrides: tuple[tuple[str, int | float], ...] = ()
     cache_dir: Path = field(default_factory=default_cache_dir)
 
     def __post_init__(self) -> None:

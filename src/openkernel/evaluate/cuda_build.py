@@ -1,9 +1,9 @@
 """Build, or compile-check, the CUDA extensions that candidates create with ``load_inline``.
 
 A KernelBench-style CUDA candidate calls ``torch.utils.cpp_extension.load_inline`` at import time.
-The worker imports it inside :func:`intercept_load_inline`, which swaps that attribute for a stand-in
+The worker imports it inside :func:`intercept_load_inline`, which swaps that attribute for a replacement
 before the import (so ``from torch.utils.cpp_extension import load_inline`` in the candidate gets
-the stand-in too) and puts the real one back on exit. Each call lands in
+the replacement too) and puts the real one back on exit. Each call lands in
 ``cache_root/<name>-<source_hash>``: the hash covers the sources, every flag, torch's version, the
 nvcc version and this module's recipe, so the same candidate reuses its build and a changed one never
 sees a stale one.
@@ -47,6 +47,12 @@ What a CPU machine lacks, and what is done about it (measured with torch 2.13.0+
 
 Stand-ins sit on the include path after every real directory and are written only for headers that
 are really absent, so a complete toolkit never sees them; the report lists the ones the compiler used.
+Not checked in compile-only mode: linking (a function declared in ``cpp_sources`` but never defined
+fails only at import on a GPU machine) and anything at run time.
+
+Outcomes leave the candidate's import as exceptions (:class:`CompiledNotRun`,
+:class:`CudaBuildError`) because that is the only way out of a module body mid-import; the worker
+turns them into results (not run; compile_error), so a failing kernel is still data past the worker.
 """
 
 from __future__ import annotations
@@ -90,6 +96,7 @@ Mode = Literal["build", "compile_only"]
 OUTPUT_TAIL_CHARS = 4000  # how much compiler output a report keeps (the end, where errors are)
 ERROR_LINE_CHARS = 300  # a one-line reason longer than this is cut
 _POLL_S = 0.05  # how often the compile loop looks at its processes
+_GROUP_EXIT_WAIT_S = 5.0  # the longest a stopped compile's processes are waited for after SIGKILL
 # Part of the cache key: bump it when the compile-only recipe (flags, stand-ins) changes.
 _RECIPE_VERSION = "openkernel-cuda-build-1"
 _STAND_IN_MARK = "openkernel stand-in header: "
@@ -629,11 +636,26 @@ def _run_together(commands: list[tuple[list[str], str]], cwd: Path, timeout_s: f
                 return codes, True
             time.sleep(_POLL_S)
     finally:
+        killed = [proc for proc in procs if proc.poll() is None]  # a group is surely ours while its leader lives
+        for proc in killed:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
         for proc in procs:
-            if proc.poll() is None:  # the group is certainly ours while its leader lives
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
+        _wait_for_groups_to_die([proc.pid for proc in killed])
+
+
+def _wait_for_groups_to_die(groups: list[int]) -> None:
+    """Orphaned members of a killed group (cicc, ptxas) take some milliseconds to go: wait for them,
+    so that nothing of a stopped compile outlives the call."""
+    deadline = time.monotonic() + _GROUP_EXIT_WAIT_S
+    for group in groups:
+        while time.monotonic() < deadline:
+            try:
+                os.killpg(group, 0)  # signal 0: only asks whether any member is left
+            except ProcessLookupError:
+                break
+            time.sleep(0.01)
 
 
 def _first_error_line(output: str, build_dir: Path) -> str | None:

@@ -43,6 +43,8 @@ _torch_equal = torch.equal
 _torch_empty = torch.empty
 _type = builtins.type
 _manual_seed = torch.manual_seed
+# GPU clock cycles the device sleeps before a timed call (~0.1 ms at 2 GHz): time for the host to queue it.
+_HOST_LEAD_CYCLES = 200_000
 
 # Aten ops that move, view, allocate or fill memory. A candidate may call these freely; any other
 # op the reference also calls is "the reference's compute".
@@ -285,18 +287,26 @@ class SampleTiming:
         self.wall_ms = wall_ms
 
 
-def time_call(call: Callable[[], Any], device: torch.device) -> tuple[Any, SampleTiming]:
-    """Run ``call`` once and time it.
+def time_call(
+    call: Callable[[], Any], device: torch.device, before: Callable[[], None] | None = None
+) -> tuple[Any, SampleTiming]:
+    """Run ``call`` once and time it; ``before`` (the L2 flush) runs first, outside the timed region.
 
     On a GPU: CUDA events on the harness stream around the call, then a device-wide synchronize
     and a second end event, so work the call left on other streams shows up as a gap between the
-    two times. Without a GPU: the host's wall clock.
+    two times. The device is idle before ``before``; a short device-side sleep after it keeps the
+    start event from firing until the host has queued the call (up to ~0.1 ms of Python and launch
+    overhead is hidden, as with back-to-back launches in a real program). Without a GPU: the
+    host's wall clock.
     """
     if device.type == "cuda":
         start = torch.cuda.Event(enable_timing=True)  # type: ignore[no-untyped-call]
         end = torch.cuda.Event(enable_timing=True)  # type: ignore[no-untyped-call]
         end_synced = torch.cuda.Event(enable_timing=True)  # type: ignore[no-untyped-call]
         torch.cuda.synchronize()
+        if before is not None:
+            before()
+        torch.cuda._sleep(_HOST_LEAD_CYCLES)  # type: ignore[no-untyped-call]
         t0 = _perf_counter()
         start.record()
         result = call()
@@ -306,6 +316,8 @@ def time_call(call: Callable[[], Any], device: torch.device) -> tuple[Any, Sampl
         end_synced.synchronize()
         wall_ms = (_perf_counter() - t0) * 1e3
         return result, SampleTiming(start.elapsed_time(end), start.elapsed_time(end_synced), wall_ms)
+    if before is not None:
+        before()
     t0 = _perf_counter()
     result = call()
     wall_ms = (_perf_counter() - t0) * 1e3

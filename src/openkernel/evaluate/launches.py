@@ -60,11 +60,7 @@ class LaunchCounter:
             self._triton = self._recorder_cls().install()
         import torch.utils.cpp_extension as cpp_ext
 
-        try:
-            from openkernel.evaluate.cuda_build import intercept_load_inline
-        except ImportError:  # TEMP until cuda_build lands
-            yield
-            return
+        from openkernel.evaluate.cuda_build import intercept_load_inline
 
         with ExitStack() as stack:
             reports = stack.enter_context(

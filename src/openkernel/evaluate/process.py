@@ -62,6 +62,9 @@ def worker_environment(
             "TORCH_EXTENSIONS_DIR": str(cache_dir / "torch_extensions"),
         }
     )
+    # The worker must run this very openkernel, wherever it was imported from (a venv, or src/).
+    package_root = str(Path(__file__).resolve().parents[2])
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, env.get("PYTHONPATH", "")) if p)
     env.update(extra)
     return env
 
@@ -151,10 +154,15 @@ class WorkerProcess:
         os.write(to_worker_w, self._secret)
         self._fds = (from_worker_r, to_worker_w)
         self._exit: ExitInfo | None = None
+        self._tree: list[int] = []
 
     @property
     def pid(self) -> int:
         return self._proc.pid
+
+    def snapshot_descendants(self) -> None:
+        """Remember the worker's descendants now, while it is alive and holds them as its children."""
+        self._tree = _descendants(self._proc.pid)
 
     def _drain(self) -> None:
         assert self._proc.stdout is not None
@@ -174,11 +182,16 @@ class WorkerProcess:
                 self._proc.wait(timeout=grace_s)
             except subprocess.TimeoutExpired:
                 killed = True
+        # Descendants that left the process group (setsid) and dropped the marker (a cleared
+        # environment) are still the worker's descendants while it lives: find them first.
+        tree = sorted(set(self._tree) | set(_descendants(self._proc.pid)))
         _killpg(self._pgid)
         with contextlib.suppress(subprocess.TimeoutExpired):  # SIGKILL does not fail; belt and braces
             self._proc.wait(timeout=10)
-        survivors = _kill_marked(self._marker)
+        survivors = _kill_pids(tree) + _kill_marked(self._marker)
         self._reader.join(timeout=2)
+        if self._proc.stdout is not None:
+            self._proc.stdout.close()
         for fd in self._fds:
             with contextlib.suppress(OSError):
                 os.close(fd)
@@ -200,6 +213,54 @@ class WorkerProcess:
 def _killpg(pgid: int) -> None:
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pgid, signal.SIGKILL)
+
+
+def _proc_table() -> dict[int, tuple[int, str]]:
+    """pid -> (parent pid, state letter) for every process we can read."""
+    table: dict[int, tuple[int, str]] = {}
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry.name}/stat", "rb") as f:
+                fields = f.read().rsplit(b") ", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        table[int(entry.name)] = (int(fields[1]), fields[0].decode())
+    return table
+
+
+def _descendants(root: int) -> list[int]:
+    """Every live process whose chain of parents leads to ``root`` (``root`` itself excluded)."""
+    table = _proc_table()
+    children: dict[int, list[int]] = {}
+    for pid, (ppid, state) in table.items():
+        if state != "Z":
+            children.setdefault(ppid, []).append(pid)
+    out: list[int] = []
+    stack = [root]
+    while stack:
+        for child in children.get(stack.pop(), []):
+            out.append(child)
+            stack.append(child)
+    return out
+
+
+def _kill_pids(pids: list[int]) -> tuple[str, ...]:
+    """SIGKILL the given processes that are still alive; return their command lines."""
+    killed = []
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/stat", "rb") as f:
+                if f.read().rsplit(b") ", 1)[1][:1] == b"Z":
+                    continue  # already dead, waiting to be reaped
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                cmd = f.read().replace(b"\0", b" ").decode("utf-8", "replace").strip()
+            os.kill(pid, signal.SIGKILL)
+        except (OSError, ProcessLookupError):
+            continue
+        killed.append(cmd or f"pid {pid}")
+    return tuple(killed)
 
 
 def _kill_marked(marker: str) -> tuple[str, ...]:

@@ -11,9 +11,11 @@ with the stage it happened in; the process then exits.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import functools
 import os
 import sys
+import time
 import traceback
 from pathlib import Path
 from typing import Any
@@ -22,7 +24,7 @@ import torch
 
 # harness must be imported before any candidate code: it captures the functions it relies on.
 from openkernel.evaluate import harness as h
-from openkernel.evaluate.channel import Channel, Frame, encode_tensors
+from openkernel.evaluate.channel import Channel, ChannelError, Frame, encode_tensors
 from openkernel.evaluate.compare import check_output, tolerance_for
 from openkernel.evaluate.launches import LaunchCounter
 
@@ -43,6 +45,8 @@ def _setup_device(name: str) -> torch.device:
     torch.backends.cudnn.allow_tf32 = False
     torch.set_float32_matmul_precision("highest")
     if device.type == "cuda":
+        if device.index is None:
+            device = torch.device("cuda", torch.cuda.current_device())
         torch.cuda.set_device(device)
     return device
 
@@ -152,8 +156,7 @@ def run_reference(ch: Channel, job: dict[str, Any]) -> None:
         checked = set(timing["checked"])
         for i, (pool_index, noise_seed) in enumerate(timing["schedule"]):
             inputs = h.materialize(pool[pool_index], noise_seed, device)
-            h.flush(flush_buf)
-            value, t = h.time_call(functools.partial(model, *inputs), device)
+            value, t = h.time_call(functools.partial(model, *inputs), device, functools.partial(h.flush, flush_buf))
             if i >= timing["warmup"]:
                 samples.append(t)
             if i in checked:
@@ -205,8 +208,7 @@ def _compile_baseline(
         samples = []
         for i, (pool_index, noise_seed) in enumerate(timing["schedule"]):
             inputs = h.materialize(pool[pool_index], noise_seed, device)
-            h.flush(flush_buf)
-            _, t = h.time_call(functools.partial(compiled, *inputs), device)
+            _, t = h.time_call(functools.partial(compiled, *inputs), device, functools.partial(h.flush, flush_buf))
             if i >= timing["warmup"]:
                 samples.append(t)
         return {"ok": True, **_timing_payload(samples, device)}
@@ -252,7 +254,7 @@ def run_candidate(ch: Channel, job: dict[str, Any]) -> None:
 
 
 class _CandidateSession:
-    """Serves the parent's requests one at a time: trials, timed calls, pings, bare calls."""
+    """Serves the parent's requests one at a time: trials, timed calls, pings, batches."""
 
     def __init__(
         self,
@@ -272,6 +274,7 @@ class _CandidateSession:
         self.model: torch.nn.Module | None = None  # trial 0's, used for every timed call
         self.pool: list[list[Any]] = []  # each trial's inputs, untouched by the candidate
         self.flush_buf = h.l2_flush_buffer(device)
+        self._given: list[Any] | None = None  # input buffers reused by every timed call
 
     def serve(self) -> None:
         while True:
@@ -283,8 +286,8 @@ class _CandidateSession:
                 self.sample(msg)
             elif msg.kind == "ping":
                 self.ch.send({"kind": "pong"})
-            elif msg.kind == "bare":
-                self.bare()
+            elif msg.kind == "batch":
+                self.batch(int(msg.header["calls"]))
             elif msg.kind == "finish":
                 self.launches.stop_recording()
                 # Without a GPU, compile what the interpreter ran for a real target (sm_90).
@@ -297,6 +300,9 @@ class _CandidateSession:
                         "target_compiles": checks,
                     }
                 )
+                # Stay alive until the parent says "exit": meanwhile our children are still ours to find.
+                with contextlib.suppress(ChannelError):
+                    self.ch.recv(time.monotonic() + 30)
                 return
             else:
                 raise StageError("protocol", ValueError(f"unexpected message {msg.kind!r}"))
@@ -349,11 +355,12 @@ class _CandidateSession:
         model = self.model
         index = int(msg.header["index"])
         inputs = h.materialize(self.pool[int(msg.header["pool"])], int(msg.header["noise_seed"]), self.device)
-        given = h.snapshot(inputs)
+        given = self._timed_buffers(inputs)
         h.poison_allocator(2 * _input_bytes(inputs), self.device)
-        h.flush(self.flush_buf)
         try:
-            value, t = h.time_call(functools.partial(model, *given), self.device)
+            value, t = h.time_call(
+                functools.partial(model, *given), self.device, functools.partial(h.flush, self.flush_buf)
+            )
         except BaseException as exc:
             raise StageError("timed forward", exc) from exc
         kept = _snapshot_outputs(value)
@@ -372,12 +379,36 @@ class _CandidateSession:
         if reply.kind == "keep" and reply.header.get("keep"):
             _send_outputs(self.ch, {"kind": "sample_output", "index": index}, kept)
 
-    def bare(self) -> None:
-        """One synchronised call and nothing else, so the parent can time it with its own clock."""
+    def _timed_buffers(self, inputs: list[Any]) -> list[Any]:
+        """The same input buffers for every timed call, refilled in place with the new content.
+
+        Fresh content at a fixed address: a cache keyed on pointers (or shapes) hits every time and
+        returns a stale answer, which the checked calls catch.
+        """
+        given = self._given
+        same = given is not None and all(
+            isinstance(g, torch.Tensor) == isinstance(x, torch.Tensor)
+            and (not isinstance(x, torch.Tensor) or (g.shape == x.shape and g.dtype == x.dtype))
+            for g, x in zip(given, inputs, strict=True)
+        )
+        if given is None or not same:
+            self._given = h.snapshot(inputs)
+            return self._given
+        for g, x in zip(given, inputs, strict=True):
+            if isinstance(x, torch.Tensor):
+                g.copy_(x)
+        return [x if not isinstance(x, torch.Tensor) else g for g, x in zip(given, inputs, strict=True)]
+
+    def batch(self, calls: int) -> None:
+        """``calls`` back-to-back calls over the trial inputs and one sync: the parent times this itself."""
         assert self.model is not None
-        inputs = h.materialize(self.pool[0], 1, self.device)
-        h.time_call(functools.partial(self.model, *inputs), self.device)
-        self.ch.send({"kind": "bare_done"})
+        if self.device.type == "cuda":
+            torch.cuda.synchronize()
+        for i in range(calls):
+            self.model(*self.pool[i % len(self.pool)])
+        if self.device.type == "cuda":
+            torch.cuda.synchronize()
+        self.ch.send({"kind": "batch_done"})
 
 
 def _late_write(value: Any, device: torch.device) -> bool:

@@ -22,6 +22,7 @@ import pytest
 import torch
 import torch.utils.cpp_extension
 
+from openkernel import EvalConfig, EvalStatus, evaluate_candidate, load_problem
 from openkernel.evaluate.cuda_build import (
     CompileCheckUnavailable,
     CompiledNotRun,
@@ -100,7 +101,9 @@ STAND_INS = (
 def honest_check(
     tmp_path_factory: pytest.TempPathFactory,
 ) -> tuple[Path, ModuleType | Exception, list[CudaBuildReport]]:
-    cache_root = tmp_path_factory.mktemp("cuda_cache")
+    # Laid out as the evaluator lays out its cache (<cache_dir>/cuda_build), so the evaluator test
+    # below reuses this check instead of compiling for another two minutes.
+    cache_root = tmp_path_factory.mktemp("openkernel_cache") / "cuda_build"
     raised, reports = import_candidate(HONEST, cache_root, "compile_only", timeout_s=900)
     return cache_root, raised, reports
 
@@ -217,17 +220,20 @@ def test_calling_a_library_behind_a_stand_in_is_not_checked(tmp_path: Path) -> N
 )
 def test_sources_are_written_as_load_inline_writes_them(tmp_path: Path, options: dict[str, object]) -> None:
     """A CPU torch's load_inline writes main.cpp and cuda.cu, then fails for want of CUDA_HOME."""
-    call = {"name": "mirror", "cpp_sources": ["int f();"], "cuda_sources": "int f() { return 1; }", **options}
+
+    def call() -> dict[str, object]:  # fresh lists each time: torch's load_inline inserts into them
+        return {"name": "mirror", "cpp_sources": ["int f();"], "cuda_sources": ["int f() { return 1; }"], **options}
+
     torch_dir = tmp_path / "torch"
     torch_dir.mkdir()
     with pytest.raises(OSError, match="CUDA_HOME"), warnings.catch_warnings():
         warnings.simplefilter("ignore")  # torch's own notes about the toolchain, not ours to judge
-        torch.utils.cpp_extension.load_inline(**call, build_directory=str(torch_dir))
+        torch.utils.cpp_extension.load_inline(**call(), build_directory=str(torch_dir))
     with (
         pytest.raises(CudaBuildError, match="timed out"),
         intercept_load_inline(tmp_path, "compile_only", 0.01),
     ):
-        torch.utils.cpp_extension.load_inline(**call)
+        torch.utils.cpp_extension.load_inline(**call())
     (ours,) = tmp_path.glob("mirror-*")
     for name in ("main.cpp", "cuda.cu"):
         assert (ours / name).read_text() == (torch_dir / name).read_text()
@@ -325,3 +331,16 @@ def test_build_mode_broken_candidate_is_a_compile_error(tmp_path: Path) -> None:
     raised, (report,) = import_candidate(BROKEN, tmp_path, "build", timeout_s=300)
     assert type(raised) is CudaBuildError
     assert report.error == 'cuda.cu(12): error: expected a ";"'
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="with a GPU the evaluator builds and runs instead")
+def test_evaluator_says_compiled_not_run_without_a_gpu(
+    honest_check: tuple[Path, ModuleType | Exception, list[CudaBuildReport]],
+) -> None:
+    cache_root, _, _ = honest_check
+    config = EvalConfig(backend="cuda", cache_dir=cache_root.parent, timeout_s=600)
+    result = evaluate_candidate(load_problem("softmax_fp32"), HONEST, config)
+    assert result.status is EvalStatus.COMPILED
+    assert result.reasons[0].startswith("compiled with nvcc for sm_90")
+    assert result.reasons[0].endswith("not run (no GPU)")
+    assert (result.runtime_ms, result.speedup, result.timing_valid) == (None, None, False)

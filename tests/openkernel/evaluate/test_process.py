@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import openkernel
 from openkernel.evaluate.process import BoundedLog, worker_environment
 
 
@@ -33,6 +34,7 @@ def test_environment_is_allow_listed_and_scrubbed(tmp_path: Path) -> None:
         "TRITON_CACHE_DIR": str(tmp_path / "cache" / "triton"),
         "TORCH_EXTENSIONS_DIR": str(tmp_path / "cache" / "torch_extensions"),
         "TRITON_INTERPRET": "1",
+        "PYTHONPATH": str(Path(openkernel.__file__).resolve().parents[1]),
     }
 
 

@@ -11,6 +11,7 @@ compares itself is not.
 # reason: tamper
 # needs: any
 
+import contextlib
 import sys
 import time
 from typing import Any
@@ -31,10 +32,8 @@ def _scaled(timing: Any) -> Any:
         if name.endswith("_ms"):
             value = getattr(timing, name, None)
             if isinstance(value, float):
-                try:
+                with contextlib.suppress(AttributeError, TypeError):
                     setattr(timing, name, value / _FACTOR)
-                except (AttributeError, TypeError):
-                    pass
     return timing
 
 

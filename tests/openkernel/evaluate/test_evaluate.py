@@ -1,0 +1,54 @@
+"""Evaluator behaviour beyond single attacks: re-measurement, baselines, the test double."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from openkernel import EvalConfig, EvalStatus, ScriptedEvaluator, evaluate_candidate, load_problem
+from tests.conftest import HAS_GPU, SOLUTIONS
+
+SOFTMAX = SOLUTIONS / "softmax_fp32.py"
+
+
+def test_a_large_speedup_is_measured_again_in_a_fresh_process() -> None:
+    # Any speedup above 0 counts as "large" here, so the second measurement always runs.
+    result = evaluate_candidate(load_problem("softmax_fp32"), SOFTMAX, EvalConfig(remeasure_above=0.0))
+    assert result.status is EvalStatus.CORRECT
+    (warning,) = result.warnings
+    assert warning.startswith("speedup above 0x: measured again in a fresh process (")
+    assert warning.endswith("the second figure is reported")
+    assert result.candidate_timing is not None
+    assert result.runtime_ms == result.candidate_timing.median_ms
+
+
+def test_cpu_timings_are_marked_invalid_with_the_reason() -> None:
+    result = evaluate_candidate(load_problem("softmax_fp32"), SOFTMAX)
+    if HAS_GPU:
+        assert (result.timing_valid, result.timing_note) == (True, None)
+        return
+    assert result.timing_valid is False
+    assert result.timing_note == (
+        "no GPU: timings are CPU wall-clock times of the Triton interpreter and say nothing about GPU speed"
+    )
+    assert result.candidate_timing is not None and result.candidate_timing.method == "wall_clock"
+    assert result.candidate_timing.samples == 5
+    assert [t.trial for t in result.trials][:5] == [0, 1, 2, 3, 4]
+    assert len(result.trials) == 5 + 3  # five trials and three checked timed calls
+    assert [c.kernel for c in result.target_compiles] == ["softmax_row_kernel"]
+    assert all(c.ok and c.target == "cuda:90" for c in result.target_compiles)
+
+
+def test_torch_compile_baseline_is_timed_when_asked() -> None:
+    config = EvalConfig(compile_baseline=True, samples=3)
+    result = evaluate_candidate(load_problem("softmax_fp32"), SOFTMAX, config)
+    assert result.status is EvalStatus.CORRECT
+    assert result.compile_baseline_runtime_ms is not None and result.compile_baseline_runtime_ms > 0
+    assert result.reference_timing is not None and result.reference_timing.samples == 3
+
+
+def test_scripted_evaluator_returns_results_in_order_and_records_calls() -> None:
+    first = evaluate_candidate(load_problem("softmax_fp32"), SOFTMAX, EvalConfig(trials=1, samples=1))
+    evaluator = ScriptedEvaluator([first])
+    problem = load_problem("softmax_fp32")
+    assert evaluator.evaluate(problem, Path("k.py")) is first
+    assert evaluator.calls == [(problem, Path("k.py"))]
