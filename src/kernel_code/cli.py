@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 from typing import NoReturn
 
+from kernel_code import hardware_cmd, skills_cmd
 from openkernel import EvalConfig, OpenKernelError, evaluate_candidate, load_problem
 
 __all__ = ["main"]
@@ -75,6 +76,11 @@ def _parser() -> _Parser:
     ev.add_argument("--trials", type=int, default=5, help="correctness trials with fresh inputs and weights")
     ev.add_argument("--samples", type=int, default=None, help="timed calls (default 50 on a GPU, 5 on the CPU)")
     ev.add_argument("--compile-baseline", action="store_true", help="also time torch.compile of the reference")
+    ev.add_argument(
+        "--hardware", default=None, help="the roofline's target GPU when none is here (default H200), e.g. A100-80GB"
+    )
+    hardware_cmd.add_parser(sub)
+    skills_cmd.add_parser(sub)
     return parser
 
 
@@ -83,6 +89,10 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.command == "eval":
             return _eval(args)
+        if args.command == "hardware":
+            return hardware_cmd.run(args)
+        if args.command == "skills":
+            return skills_cmd.run(args)
     except OpenKernelError as err:
         print(f"kernel-code: error: {err}", file=sys.stderr)
         return 2
@@ -106,6 +116,7 @@ def _eval(args: argparse.Namespace) -> int:
         samples=args.samples,
         compile_baseline=args.compile_baseline,
         size_overrides=tuple(args.overrides),
+        hardware=args.hardware,
     )
     result = evaluate_candidate(problem, args.candidate, config)
     if args.json:

@@ -49,6 +49,15 @@ def print_result(result: EvalResult, console: Console | None = None) -> None:
     if result.speedup is not None:
         flag = "" if result.timing_valid else " [yellow](not a GPU timing)[/]"
         console.print(f"  speedup: [bold]{result.speedup:.2f}x[/]{flag}")
+    if result.profile is not None:
+        p = result.profile
+        head = "—" if p.headroom is None else f"~{p.headroom:.1f}x"
+        bottleneck = p.bottleneck or "not measured"
+        console.print(
+            f"  roofline: {p.flop_count.total_flops:,} FLOP · {p.min_bytes:,} B · "
+            f"intensity {p.arithmetic_intensity_flops_per_byte:.2f} FLOP/B · speed of light {p.sol_time_ms:.4f} ms "
+            f"({p.bound_by}) · bottleneck {bottleneck} · headroom {head}"
+        )
     if result.timing_note:
         console.print(f"  [yellow]note:[/] {result.timing_note}")
     for warning in result.warnings:

@@ -12,7 +12,10 @@ import enum
 import math
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from openkernel.profile.roofline import Roofline
 
 __all__ = [
     "EvalResult",
@@ -127,14 +130,16 @@ class EvalResult:
     kernels_launched: tuple[KernelLaunchCount, ...]
     candidate_aten_ops: tuple[str, ...]
     target_compiles: tuple[TargetCompile, ...]  # only without a GPU: the sm_90 compile check
+    profile: Roofline | None  # the roofline of this problem on this GPU (or the target), with this time
     warnings: tuple[str, ...]
     wall_seconds: float
     log_tail: str  # the candidate worker's captured stdout/stderr, bounded
 
     def to_json(self) -> dict[str, Any]:
-        out = _jsonable(dataclasses.asdict(self))
+        out = _jsonable(dataclasses.asdict(dataclasses.replace(self, profile=None)))
         assert isinstance(out, dict)
         out["status"] = self.status.value
+        out["profile"] = _jsonable(self.profile.to_json()) if self.profile is not None else None
         return out
 
 

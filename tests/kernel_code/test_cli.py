@@ -38,6 +38,13 @@ def test_json_is_exactly_one_object_with_the_contract_keys() -> None:
     assert result["timing_valid"] is False
     assert result["device"] == "cpu (Triton interpreter)"
     assert isinstance(result["runtime_ms"], float) and isinstance(result["speedup"], float)
+    # The roofline of what ran (64 x 781 fp32 at the small size) against the default target, the H200.
+    elements = 64 * 781
+    profile = result["profile"]
+    assert (profile["flops"], profile["min_bytes"]) == (5 * elements, 2 * 4 * elements)  # softmax: 5 FLOP/element
+    assert profile["arithmetic_intensity"] == 5 * elements / (8 * elements)
+    assert profile["sol_time_ms"] == 8 * elements / 4.8e12 * 1e3  # memory term at the H200's datasheet bandwidth
+    assert (profile["bottleneck"], profile["headroom"], profile["measured_time_ms"]) == (None, None, None)
 
 
 def test_a_failing_kernel_is_a_verdict_with_exit_code_zero() -> None:

@@ -34,6 +34,7 @@ class EvalConfig:
     # file that declares no SMALL_SIZES. Applied after the chosen size, so they win.
     size_overrides: tuple[tuple[str, int | float], ...] = ()
     cache_dir: Path = field(default_factory=default_cache_dir)
+    hardware: str | None = None  # the roofline's target GPU without one here ("H200"); default H200
 
     def __post_init__(self) -> None:
         if self.device not in ("auto", "cpu", "cuda") and not self.device.startswith("cuda:"):

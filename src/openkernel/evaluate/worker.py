@@ -147,6 +147,8 @@ def run_reference(ch: Channel, job: dict[str, Any]) -> None:
                 },
                 value,
             )
+            if index == 0:
+                ch.send({"kind": "work", **_count_work(problem, model, trial["input_seed"], device)})
             models.append(model)
             pool.append(inputs)
         timing = job["timing"]
@@ -166,6 +168,17 @@ def run_reference(ch: Channel, job: dict[str, Any]) -> None:
         if job.get("compile_baseline"):
             ch.send({"kind": "compile_timing", **_compile_baseline(model, pool, timing, device, flush_buf)})
     ch.send({"kind": "done"})
+
+
+def _count_work(problem: Any, model: torch.nn.Module, input_seed: int, device: torch.device) -> dict[str, Any]:
+    """FLOPs and minimal bytes of one reference forward, on fresh inputs (forward may mutate its own)."""
+    from openkernel.profile import count_work
+
+    try:
+        fresh = h.build_inputs(problem, input_seed, device)
+        return {"ok": True, **count_work(model, fresh).to_json()}
+    except Exception as exc:  # counting is a view on the problem; it never fails the evaluation
+        return {"ok": False, "error": f"{type(exc).__name__}: {exc}"[:500]}
 
 
 def _negative_controls(value: Any, inputs: list[Any], atol: Any, rtol: Any) -> list[str]:

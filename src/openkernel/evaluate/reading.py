@@ -1,0 +1,146 @@
+"""Reading what workers send: every value is checked before use (the candidate worker is untrusted).
+
+Also the timing summary (median, percentiles) built from the raw samples.
+"""
+
+from __future__ import annotations
+
+import statistics
+from typing import Any
+
+import torch
+
+from openkernel.evaluate.channel import Frame, decode_tensors
+from openkernel.types import EvalStatus, TargetCompile, TimingStats, TrialCheck
+
+__all__ = [
+    "classify_error",
+    "decode_outputs",
+    "failed_check",
+    "int_dict",
+    "num",
+    "opt_int",
+    "opt_num",
+    "target_compiles",
+    "timing_samples",
+    "timing_stats",
+]
+
+
+def decode_outputs(frame: Frame) -> tuple[str, list[torch.Tensor]]:
+    structure = str(frame.header.get("structure", "other"))
+    if not frame.header.get("sendable"):
+        return structure, []
+    return structure, decode_tensors(frame.header.get("tensors"), frame.payload)
+
+
+def failed_check(index: int, reason: str) -> TrialCheck:
+    return TrialCheck(index, False, reason, None, None, None)
+
+
+def classify_error(header: dict[str, Any]) -> tuple[EvalStatus, str]:
+    stage = str(header.get("stage", "?"))
+    etype = str(header.get("error_type", "Error"))
+    message = str(header.get("message", "")).strip().splitlines()
+    first = message[0] if message else ""
+    if etype == "NoModelNew":
+        return EvalStatus.COMPILE_ERROR, first
+    if etype in ("CompiledNotRun", "CompileCheckUnavailable"):
+        return EvalStatus.COMPILED, first
+    if etype == "CudaBuildError":
+        return EvalStatus.COMPILE_ERROR, f"the CUDA extension failed to build: {first}"
+    if stage == "import":
+        if etype in ("SyntaxError", "IndentationError", "TabError"):
+            return EvalStatus.COMPILE_ERROR, f"syntax error in the candidate: {first}"
+        return EvalStatus.COMPILE_ERROR, f"importing the candidate failed: {etype}: {first}"
+    if header.get("in_triton") and is_triton_compile_error(etype, first):
+        return EvalStatus.COMPILE_ERROR, f"a Triton kernel failed to compile: {etype}: {first}"
+    return EvalStatus.RUNTIME_ERROR, f"{etype} in {stage}: {first}"
+
+
+_COMPILE_KINDS = (
+    "NameError",
+    "UnboundLocalError",
+    "AttributeError",
+    "CompilationError",
+    "UnsupportedLanguageConstruct",
+)
+
+
+def is_triton_compile_error(etype: str, message: str) -> bool:
+    """Errors a GPU build would raise at compile time (the interpreter wraps them in InterpreterError)."""
+    if "CompilationError" in etype or etype in _COMPILE_KINDS:
+        return True
+    return etype == "InterpreterError" and message.startswith(_COMPILE_KINDS)
+
+
+def num(value: Any) -> float:
+    return float(value) if isinstance(value, int | float) else float("nan")
+
+
+def target_compiles(value: Any) -> list[TargetCompile]:
+    """Validate the worker's compile-check reports (they come from the untrusted process)."""
+    out: list[TargetCompile] = []
+    for item in value if isinstance(value, list) else []:
+        if not isinstance(item, dict):
+            continue
+        out.append(
+            TargetCompile(
+                kernel=str(item.get("kernel_name", "?")),
+                target=str(item.get("target", "?")),
+                ok=item.get("ok") is True,
+                error=str(item["error"]) if item.get("error") is not None else None,
+                registers_per_thread=opt_int(item.get("registers_per_thread")),
+                spill_store_bytes=opt_int(item.get("spill_store_bytes")),
+                shared_bytes=opt_int(item.get("shared_bytes")),
+            )
+        )
+    return out
+
+
+def opt_int(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def opt_num(value: Any) -> float | None:
+    return float(value) if isinstance(value, int | float) else None
+
+
+def int_dict(value: Any) -> dict[str, int]:
+    if not isinstance(value, dict):
+        return {}
+    return {str(k): int(v) for k, v in value.items() if isinstance(v, int)}
+
+
+def timing_samples(timing: dict[str, Any]) -> list[dict[str, float]]:
+    event = timing.get("event_ms") or []
+    synced = timing.get("synced_ms") or [float("nan")] * len(event)
+    wall = timing.get("wall_ms") or [float("nan")] * len(event)
+    return [
+        {"event_ms": num(e), "synced_ms": num(s), "wall_ms": num(w)}
+        for e, s, w in zip(event, synced, wall, strict=False)
+    ]
+
+
+def timing_stats(samples: list[dict[str, float]], method: str) -> TimingStats:
+    values = sorted(s["event_ms"] for s in samples)
+    synced = [s["synced_ms"] for s in samples if s["synced_ms"] == s["synced_ms"]]
+    wall = [s["wall_ms"] for s in samples if s["wall_ms"] == s["wall_ms"]]
+    n = len(values)
+
+    def pct(p: float) -> float:
+        return values[min(n - 1, max(0, round(p * (n - 1))))]
+
+    return TimingStats(
+        method=method,
+        samples=n,
+        median_ms=statistics.median(values),
+        mean_ms=statistics.fmean(values),
+        min_ms=values[0],
+        max_ms=values[-1],
+        p10_ms=pct(0.10),
+        p90_ms=pct(0.90),
+        stdev_ms=statistics.stdev(values) if n > 1 else 0.0,
+        synced_median_ms=statistics.median(synced) if synced and method == "cuda_events" else None,
+        wall_median_ms=statistics.median(wall) if wall else None,
+    )
