@@ -6,6 +6,7 @@ separate evaluations (median-to-median spread), and every bundled problem's hone
 Writes one JSON line per evaluation to OUT/evaluator.jsonl and prints a table last.
 
     PYTHONPATH=src python3 bench/gpu_evaluator.py --out DIR [--deadline-s 540] [--only zoo,fidelity,solutions]
+        [--problems matmul_fp32,row_sum_fp32]
 """
 
 from __future__ import annotations
@@ -58,6 +59,7 @@ def main() -> int:
     parser.add_argument("--deadline-s", type=float, default=540)
     parser.add_argument("--only", default="zoo,fidelity,solutions")
     parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--problems", default="", help="comma-separated bundled problems (default: all)")
     args = parser.parse_args()
     started = time.monotonic()
     args.out.mkdir(parents=True, exist_ok=True)
@@ -133,7 +135,8 @@ def main() -> int:
             )
             print(rows[-1], flush=True)
     if "solutions" in parts:
-        for name in bundled_names():
+        wanted = [p for p in args.problems.split(",") if p] or bundled_names()
+        for name in wanted:
             if left() < 45:
                 rows.append(("solution", name, "NOT RUN", "deadline", ""))
                 continue
