@@ -1,0 +1,146 @@
+"""The reference worker: the problem's expected outputs, its aten ops, its work, and the baseline timing.
+
+Trusted code (the problem file is the user's own). It never sees the candidate.
+"""
+
+from __future__ import annotations
+
+import functools
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from openkernel.evaluate import harness as h
+from openkernel.evaluate.channel import Channel
+from openkernel.evaluate.compare import check_output, tolerance_for
+from openkernel.evaluate.worker_common import StageError, device_label, input_bytes, send_outputs, setup_device
+
+__all__ = ["run_reference"]
+
+
+def run_reference(ch: Channel, job: dict[str, Any]) -> None:
+    device = setup_device(job["device"])
+    try:
+        problem = h.import_file(Path(job["problem"]), "openkernel_problem")
+        h.apply_sizes(problem, job["sizes"], only_existing=False)
+    except BaseException as exc:
+        raise StageError("import", exc) from exc
+    atol, rtol = getattr(problem, "ATOL", None), getattr(problem, "RTOL", None)
+    ch.send(
+        {
+            "kind": "ready",
+            "device": device_label(device),
+            "torch": torch.__version__,
+            "atol": float(atol) if atol is not None else None,
+            "rtol": float(rtol) if rtol is not None else None,
+        }
+    )
+    models: list[torch.nn.Module] = []
+    pool: list[list[Any]] = []
+    with h.no_grad():
+        for index, trial in enumerate(job["trials"]):
+            try:
+                model = h.build_model(problem, problem.Model, trial["weight_seed"]).to(device)
+                inputs = h.build_inputs(problem, trial["input_seed"], device)
+                recorder = h.OpRecorder() if index == 0 else None
+                if recorder is not None:
+                    with recorder:
+                        value = model(*inputs)
+                else:
+                    value = model(*inputs)
+            except BaseException as exc:
+                raise StageError("reference forward", exc) from exc
+            if recorder is not None:
+                ch.send({"kind": "ops", "aten_ops": sorted(recorder.ops)})
+            send_outputs(
+                ch,
+                {
+                    "kind": "trial",
+                    "index": index,
+                    "has_weights": len(model.state_dict()) > 0,
+                    "input_bytes": input_bytes(inputs),
+                    "controls_pass": _negative_controls(value, inputs, atol, rtol),
+                },
+                value,
+            )
+            if index == 0:
+                ch.send({"kind": "work", **_count_work(problem, model, trial["input_seed"], device)})
+            models.append(model)
+            pool.append(inputs)
+        timing = job["timing"]
+        flush_buf = h.l2_flush_buffer(device)
+        model = models[0]
+        samples: list[h.SampleTiming] = []
+        checked = set(timing["checked"])
+        for i, (pool_index, noise_seed) in enumerate(timing["schedule"]):
+            inputs = h.materialize(pool[pool_index], noise_seed, device)
+            value, t = h.time_call(functools.partial(model, *inputs), device, functools.partial(h.flush, flush_buf))
+            if i >= timing["warmup"]:
+                samples.append(t)
+            if i in checked:
+                send_outputs(ch, {"kind": "checked", "sample": i}, value)
+            del value, inputs
+        ch.send({"kind": "timing", **_timing_payload(samples, device)})
+        if job.get("compile_baseline"):
+            ch.send({"kind": "compile_timing", **_compile_baseline(model, pool, timing, device, flush_buf)})
+    ch.send({"kind": "done"})
+
+
+def _count_work(problem: Any, model: torch.nn.Module, input_seed: int, device: torch.device) -> dict[str, Any]:
+    """FLOPs and minimal bytes of one reference forward, on fresh inputs (forward may mutate its own)."""
+    from openkernel.profile import count_work
+
+    try:
+        fresh = h.build_inputs(problem, input_seed, device)
+        return {"ok": True, **count_work(model, fresh).to_json()}
+    except Exception as exc:  # counting is a view on the problem; it never fails the evaluation
+        return {"ok": False, "error": f"{type(exc).__name__}: {exc}"[:500]}
+
+
+def _negative_controls(value: Any, inputs: list[Any], atol: Any, rtol: Any) -> list[str]:
+    """Trivial answers that pass this problem's check: all zeros, or the first input returned as is.
+
+    A problem where either passes cannot tell a real kernel from a lazy one; the parent flags it.
+    """
+    if not isinstance(value, torch.Tensor):
+        return []
+    expected = value.detach().cpu()
+    tol = tolerance_for(expected.dtype, atol, rtol)
+    passing = []
+    if check_output(expected, torch.zeros_like(expected), tol).passed:
+        passing.append("an all-zeros output")
+    first = inputs[0] if inputs and isinstance(inputs[0], torch.Tensor) else None
+    same_kind = first is not None and first.shape == expected.shape and first.dtype == expected.dtype
+    if same_kind and first is not None and check_output(expected, first.detach().cpu(), tol).passed:
+        passing.append("returning the input unchanged")
+    return passing
+
+
+def _timing_payload(samples: list[h.SampleTiming], device: torch.device) -> dict[str, Any]:
+    return {
+        "method": "cuda_events" if device.type == "cuda" else "wall_clock",
+        "event_ms": [s.event_ms for s in samples],
+        "synced_ms": [s.synced_ms for s in samples] if device.type == "cuda" else None,
+        "wall_ms": [s.wall_ms for s in samples],
+    }
+
+
+def _compile_baseline(
+    model: torch.nn.Module,
+    pool: list[list[Any]],
+    timing: dict[str, Any],
+    device: torch.device,
+    flush_buf: torch.Tensor | None,
+) -> dict[str, Any]:
+    try:
+        compiled = torch.compile(model)
+        samples = []
+        for i, (pool_index, noise_seed) in enumerate(timing["schedule"]):
+            inputs = h.materialize(pool[pool_index], noise_seed, device)
+            _, t = h.time_call(functools.partial(compiled, *inputs), device, functools.partial(h.flush, flush_buf))
+            if i >= timing["warmup"]:
+                samples.append(t)
+        return {"ok": True, **_timing_payload(samples, device)}
+    except Exception as exc:  # torch.compile failing is a note, not a failed evaluation
+        return {"ok": False, "error": f"{type(exc).__name__}: {exc}"[:500]}
