@@ -9,7 +9,8 @@ from pathlib import Path
 from typing import NoReturn
 
 from kernel_code import hardware_cmd, skills_cmd
-from openkernel import EvalConfig, OpenKernelError, evaluate_candidate, load_problem
+from openkernel import EvalConfig, EvalResult, OpenKernelError, evaluate_candidate, load_problem
+from openkernel.critic import Diagnosis, RuleCritic, op_classes_of, snapshot_of
 
 __all__ = ["main"]
 
@@ -119,10 +120,19 @@ def _eval(args: argparse.Namespace) -> int:
         hardware=args.hardware,
     )
     result = evaluate_candidate(problem, args.candidate, config)
+    diagnosis = _diagnose(result, config)
     if args.json:
-        sys.stdout.write(json.dumps(result.to_json()) + "\n")
+        sys.stdout.write(json.dumps({**result.to_json(), "diagnosis": diagnosis.to_json()}) + "\n")
     else:
-        from kernel_code.render import print_result
+        from kernel_code.render import print_diagnosis, print_result
 
         print_result(result)
+        print_diagnosis(diagnosis)
     return 0
+
+
+def _diagnose(result: EvalResult, config: EvalConfig) -> Diagnosis:
+    """The rule-based critic's view of this one result (no history: there is no previous best)."""
+    ops = [rule.op for rule in result.profile.flop_count.by_rule] if result.profile is not None else []
+    classes = op_classes_of(ops) or ("any",)
+    return RuleCritic().critique(snapshot_of(result, iteration=0), None, classes, backend=config.backend)

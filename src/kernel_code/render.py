@@ -6,8 +6,9 @@ from rich.console import Console
 from rich.table import Table
 
 from openkernel import EvalResult, EvalStatus
+from openkernel.critic import Diagnosis
 
-__all__ = ["print_result"]
+__all__ = ["print_diagnosis", "print_result"]
 
 _MARK = {
     EvalStatus.CORRECT: ("✓", "green"),
@@ -66,3 +67,14 @@ def print_result(result: EvalResult, console: Console | None = None) -> None:
         launched = ", ".join(f"{k.name}×{k.launches}" for k in result.kernels_launched)
         console.print(f"  [dim]kernels launched: {launched}[/]")
     console.print(f"  [dim]{len(result.trials)} outputs checked · {result.wall_seconds:.1f} s[/]")
+
+
+def print_diagnosis(diagnosis: Diagnosis, console: Console | None = None) -> None:
+    """The critic's headline, evidence and ranked next steps, each with the skills it points at."""
+    console = console or Console()
+    console.print(f"[bold]Critic:[/] {diagnosis.headline}")
+    for line in diagnosis.evidence:
+        console.print(f"  [dim]·[/] {line}")
+    for step in diagnosis.next_steps:
+        skills = f" [dim]→ {', '.join(step.skill_ids)}[/]" if step.skill_ids else ""
+        console.print(f"  {step.rank}. {step.title}{skills}")

@@ -45,6 +45,12 @@ def test_json_is_exactly_one_object_with_the_contract_keys() -> None:
     assert profile["arithmetic_intensity"] == 5 * elements / (8 * elements)
     assert profile["sol_time_ms"] == 8 * elements / 4.8e12 * 1e3  # memory term at the H200's datasheet bandwidth
     assert (profile["bottleneck"], profile["headroom"], profile["measured_time_ms"]) == (None, None, None)
+    # The critic does not pretend: no GPU profile, no bottleneck, dashes in the headline.
+    diagnosis = result["diagnosis"]
+    assert diagnosis["headline"] == "Bottleneck: — · Bandwidth: — · L2 hit: — · Occupancy: — · Headroom: —"
+    assert diagnosis["bottleneck"] is None
+    assert diagnosis["evidence"][0].endswith("is not a GPU timing of the target (the interpreter, or another GPU), "
+                                             "so it says nothing about the bottleneck")  # fmt: skip
 
 
 def test_a_failing_kernel_is_a_verdict_with_exit_code_zero() -> None:

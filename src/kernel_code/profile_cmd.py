@@ -1,0 +1,221 @@
+"""``kernel-code profile REFERENCE CANDIDATE``: the candidate's kernels under Nsight Compute.
+
+Per kernel launch: DRAM throughput, L2 and L1 hit rates, achieved and theoretical occupancy, SM
+throughput, tensor-pipe activity, registers, shared memory, local-memory (spill) traffic and the
+dominant warp stalls; with ``--source`` also the source lines that move the most memory. Without ncu
+or a GPU it prints why (and how to fix it) and then the analytic roofline, which needs neither.
+Exit codes: 0 when it printed a profile or the analytic fallback, 1 when ncu ran but produced no
+profile (the message says why), 2 for bad usage.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from openkernel import load_problem
+from openkernel.evaluate import default_cache_dir
+from openkernel.profile.deep import AnalyticProfile, DeepProfileConfig, analytic_profile, deep_profile
+from openkernel.profile.ncu import KernelProfile, SourceLineCounters
+
+__all__ = ["add_parser", "run"]
+
+_TOP_LINES = 8  # source lines shown per kernel with --source
+
+
+def _count(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} must be at least 1")
+    return value
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"{text!r} must be greater than 0")
+    return value
+
+
+def _regex(text: str) -> str:
+    try:
+        re.compile(text)
+    except re.error as err:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a regular expression ({err})") from None
+    return text
+
+
+def _assignment(text: str) -> tuple[str, int | float]:
+    name, sep, value = text.partition("=")
+    if not sep or not name.isidentifier():
+        raise argparse.ArgumentTypeError(f"{text!r} is not NAME=NUMBER")
+    for kind in (int, float):
+        try:
+            return name, kind(value)
+        except ValueError:
+            pass
+    raise argparse.ArgumentTypeError(f"{text!r}: {value!r} is not a number")
+
+
+def add_parser(subparsers: argparse._SubParsersAction[Any]) -> argparse.ArgumentParser:
+    parser: argparse.ArgumentParser = subparsers.add_parser(
+        "profile", help="profile a candidate's kernels with Nsight Compute (the analytic roofline without one)"
+    )
+    parser.add_argument("reference", help="problem file, bundled problem name, or KernelBench id like L1#23")
+    parser.add_argument("candidate", type=Path, help="candidate file defining class ModelNew")
+    parser.add_argument("--json", action="store_true", help="print exactly one JSON object on stdout")
+    parser.add_argument("--kernels", type=_regex, default=None, metavar="REGEX", help="only kernels whose name matches")
+    parser.add_argument("--launches", type=_count, default=20, metavar="N", help="kernel launches to profile at most")
+    parser.add_argument("--source", action="store_true", help="also per-source-line memory counters (a heatmap)")
+    parser.add_argument(
+        "--size", choices=["auto", "full", "small"], default="auto", help="problem size (auto: full on a GPU)"
+    )
+    parser.add_argument(
+        "--set",
+        dest="overrides",
+        action="append",
+        type=_assignment,
+        default=[],
+        metavar="NAME=NUMBER",
+        help="set a problem's module constant before get_inputs() (repeatable), e.g. --set dim=1024",
+    )
+    parser.add_argument("--hardware", default="H200", help="the analytic roofline's GPU when ncu can't run")
+    parser.add_argument("--report", type=Path, default=None, help="keep ncu's report here (open it with ncu-ui)")
+    parser.add_argument("--timeout", type=_seconds, default=600.0, help="seconds for the whole ncu run")
+    parser.add_argument("--kernelbench", type=Path, default=None, help="a KernelBench checkout, for ids like L1#23")
+    return parser
+
+
+def run(args: argparse.Namespace) -> int:
+    if not args.candidate.is_file():
+        print(f"kernel-code: error: candidate file {args.candidate} does not exist", file=sys.stderr)
+        return 2
+    problem = load_problem(args.reference, kernelbench=args.kernelbench)
+    config = DeepProfileConfig(
+        size=args.size,
+        size_overrides=tuple(args.overrides),
+        kernel_regex=args.kernels,
+        launch_count=args.launches,
+        source_counters=args.source,
+        report_path=args.report,
+        timeout_s=args.timeout,
+    )
+    result = deep_profile(problem, args.candidate, config)
+    analytic = None
+    if not result.available:
+        analytic = analytic_profile(problem, args.size, tuple(args.overrides), args.hardware, default_cache_dir())
+    if args.json:
+        payload = result.to_json()
+        payload["analytic"] = None if analytic is None else _analytic_json(analytic)
+        sys.stdout.write(json.dumps(payload) + "\n")
+    else:
+        console = Console()
+        console.print(result.message, markup=False, highlight=False)
+        for kernel in result.kernels:
+            _print_kernel(kernel, console)
+        if analytic is not None:
+            _print_analytic(analytic, problem.name, console)
+    return 0 if not result.available or result.kernels else 1
+
+
+def _analytic_json(analytic: AnalyticProfile) -> dict[str, Any]:
+    return {
+        "size": analytic.size,
+        "sizes": [list(pair) for pair in analytic.sizes],
+        "hardware": analytic.hardware,
+        "roofline": analytic.roofline.to_json(),
+    }
+
+
+def _pct(value: float | None) -> str:
+    return "—" if value is None else f"{value:.1f}%"
+
+
+def _num(value: int | None, unit: str = "") -> str:
+    return "—" if value is None else f"{value:,}{unit}"
+
+
+def _print_kernel(kernel: KernelProfile, console: Console) -> None:
+    title = f"{kernel.kernel_name} · launch {kernel.launch_index} · grid {kernel.grid_size} · block {kernel.block_size}"
+    table = Table(title=title, title_justify="left", show_header=False, box=None, pad_edge=False)
+    table.add_column("metric", style="bold")
+    table.add_column("value", justify="right")
+    duration = "—" if kernel.duration_ms is None else f"{kernel.duration_ms:.4f} ms"
+    rows = [
+        ("duration", duration),
+        ("DRAM throughput", _pct(kernel.dram_throughput_pct)),
+        ("DRAM bytes", _num(kernel.dram_bytes, " B")),
+        ("L2 hit rate", _pct(kernel.l2_hit_rate_pct)),
+        ("L1 hit rate", _pct(kernel.l1_hit_rate_pct)),
+        ("SM throughput", _pct(kernel.sm_throughput_pct)),
+        ("tensor pipe active", _pct(kernel.tensor_pipe_active_pct)),
+        ("occupancy achieved", _pct(kernel.achieved_occupancy_pct)),
+        ("occupancy theoretical", _pct(kernel.theoretical_occupancy_pct)),
+        ("registers / thread", _num(kernel.registers_per_thread)),
+        ("shared memory / block", _num(kernel.shared_bytes_per_block, " B")),
+        ("local (spill) traffic", _num(kernel.spill_bytes, " B")),
+        ("top stalls", ", ".join(f"{reason} {share:.1f}%" for reason, share in kernel.top_stalls) or "—"),
+    ]
+    for label, value in rows:
+        table.add_row(label, value)
+    console.print(table)
+    if kernel.source_lines:
+        _print_lines(kernel.source_lines, console)
+
+
+def _print_lines(lines: tuple[SourceLineCounters, ...], console: Console) -> None:
+    table = Table(title="source lines by global L2 sectors", title_justify="left", box=None, pad_edge=False)
+    for column in ("line", "L2 sectors", "excessive", "shared wavefronts", "stall samples", "source"):
+        table.add_column(
+            column, justify="left" if column in ("line", "source") else "right", no_wrap=column != "source"
+        )
+    ranked = sorted(lines, key=lambda s: (-(s.l2_sectors_global or 0), -(s.stall_samples or 0), s.line))
+    for s in ranked[:_TOP_LINES]:
+        where = f"{Path(s.file).name}:{s.line}" if s.file else str(s.line)
+        table.add_row(
+            where,
+            _num(s.l2_sectors_global),
+            _num(s.l2_sectors_global_excessive),
+            _num(s.l1_wavefronts_shared),
+            _num(s.stall_samples),
+            s.source.strip(),
+        )
+    console.print(table)
+
+
+def _time(ms: float) -> str:
+    return f"{ms * 1e3:.4g} us" if ms < 0.1 else f"{ms:.4g} ms"
+
+
+def _print_analytic(analytic: AnalyticProfile, problem: str, console: Console) -> None:
+    roof = analytic.roofline
+    sizes = " ".join(f"{k}={v}" for k, v in analytic.sizes)
+    intensity = roof.arithmetic_intensity_flops_per_byte
+    console.print(
+        f"analytic roofline of {problem} (size {analytic.size}{': ' + sizes if sizes else ''}) on {analytic.hardware}:",
+        markup=False,
+        highlight=False,
+    )
+    console.print(
+        f"  {roof.flops:,} FLOP · {roof.min_bytes:,} B · intensity "
+        f"{'n/a' if intensity is None else f'{intensity:.3g}'} FLOP/B · speed of light {_time(roof.sol_time_ms)} "
+        f"({roof.bound_by}-bound; {roof.bandwidth_source} bandwidth, "
+        f"{roof.peak_flops_source} {roof.compute_ceiling} rate)",
+        markup=False,
+        highlight=False,
+    )
+    for sentence in roof.evidence:
+        console.print(f"  {sentence}", markup=False, highlight=False)
