@@ -8,7 +8,8 @@ import sys
 from pathlib import Path
 from typing import NoReturn
 
-from kernel_code import hardware_cmd, skills_cmd
+from kernel_code import hardware_cmd, profile_cmd, skills_cmd
+from kernel_code.arguments import assignment, positive_float
 from openkernel import EvalConfig, EvalResult, OpenKernelError, evaluate_candidate, load_problem
 from openkernel.critic import Diagnosis, RuleCritic, op_classes_of, snapshot_of
 
@@ -22,30 +23,6 @@ class _Parser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
 
 
-def _positive_float(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"{text!r} must be greater than 0")
-    return value
-
-
-def _assignment(text: str) -> tuple[str, int | float]:
-    name, sep, value = text.partition("=")
-    if not sep or not name.isidentifier():
-        raise argparse.ArgumentTypeError(f"{text!r} is not NAME=NUMBER")
-    try:
-        return name, int(value)
-    except ValueError:
-        pass
-    try:
-        return name, float(value)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r}: {value!r} is not a number") from None
-
-
 def _parser() -> _Parser:
     parser = _Parser(prog="kernel-code", description="Optimise GPU kernels against a PyTorch reference.")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
@@ -54,7 +31,7 @@ def _parser() -> _Parser:
     ev.add_argument("candidate", type=Path, help="candidate file defining class ModelNew")
     ev.add_argument("--json", action="store_true", help="print exactly one JSON object on stdout")
     ev.add_argument(
-        "--timeout", type=_positive_float, default=300.0, help="seconds for the candidate's whole evaluation"
+        "--timeout", type=positive_float, default=300.0, help="seconds for the candidate's whole evaluation"
     )
     ev.add_argument("--device", choices=["auto", "cpu", "cuda"], default="auto")
     ev.add_argument("--backend", choices=["triton", "cuda"], default="triton")
@@ -69,7 +46,7 @@ def _parser() -> _Parser:
         "--set",
         dest="overrides",
         action="append",
-        type=_assignment,
+        type=assignment,
         default=[],
         metavar="NAME=NUMBER",
         help="set a problem's module constant before get_inputs() (repeatable), e.g. --set dim=1024",
@@ -82,6 +59,7 @@ def _parser() -> _Parser:
     )
     hardware_cmd.add_parser(sub)
     skills_cmd.add_parser(sub)
+    profile_cmd.add_parser(sub)
     return parser
 
 
@@ -94,6 +72,8 @@ def main(argv: list[str] | None = None) -> int:
             return hardware_cmd.run(args)
         if args.command == "skills":
             return skills_cmd.run(args)
+        if args.command == "profile":
+            return profile_cmd.run(args)
     except OpenKernelError as err:
         print(f"kernel-code: error: {err}", file=sys.stderr)
         return 2

@@ -14,13 +14,17 @@ import argparse
 import json
 import re
 import sys
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
 from rich.console import Console
 from rich.table import Table
 
+from kernel_code.arguments import assignment, positive_float
+from kernel_code.render import print_diagnosis
 from openkernel import load_problem
+from openkernel.critic import Diagnosis, KernelMetrics, RuleCritic, Snapshot, op_classes_of
 from openkernel.evaluate import default_cache_dir
 from openkernel.profile.deep import AnalyticProfile, DeepProfileConfig, analytic_profile, deep_profile
 from openkernel.profile.ncu import KernelProfile, SourceLineCounters
@@ -40,34 +44,12 @@ def _count(text: str) -> int:
     return value
 
 
-def _seconds(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"{text!r} must be greater than 0")
-    return value
-
-
 def _regex(text: str) -> str:
     try:
         re.compile(text)
     except re.error as err:
         raise argparse.ArgumentTypeError(f"{text!r} is not a regular expression ({err})") from None
     return text
-
-
-def _assignment(text: str) -> tuple[str, int | float]:
-    name, sep, value = text.partition("=")
-    if not sep or not name.isidentifier():
-        raise argparse.ArgumentTypeError(f"{text!r} is not NAME=NUMBER")
-    for kind in (int, float):
-        try:
-            return name, kind(value)
-        except ValueError:
-            pass
-    raise argparse.ArgumentTypeError(f"{text!r}: {value!r} is not a number")
 
 
 def add_parser(subparsers: argparse._SubParsersAction[Any]) -> argparse.ArgumentParser:
@@ -87,14 +69,14 @@ def add_parser(subparsers: argparse._SubParsersAction[Any]) -> argparse.Argument
         "--set",
         dest="overrides",
         action="append",
-        type=_assignment,
+        type=assignment,
         default=[],
         metavar="NAME=NUMBER",
         help="set a problem's module constant before get_inputs() (repeatable), e.g. --set dim=1024",
     )
     parser.add_argument("--hardware", default="H200", help="the analytic roofline's GPU when ncu can't run")
     parser.add_argument("--report", type=Path, default=None, help="keep ncu's report here (open it with ncu-ui)")
-    parser.add_argument("--timeout", type=_seconds, default=600.0, help="seconds for the whole ncu run")
+    parser.add_argument("--timeout", type=positive_float, default=600.0, help="seconds for the whole ncu run")
     parser.add_argument("--kernelbench", type=Path, default=None, help="a KernelBench checkout, for ids like L1#23")
     return parser
 
@@ -117,9 +99,11 @@ def run(args: argparse.Namespace) -> int:
     analytic = None
     if not result.available:
         analytic = analytic_profile(problem, args.size, tuple(args.overrides), args.hardware, default_cache_dir())
+    diagnosis = _diagnose(result.kernels, analytic)
     if args.json:
         payload = result.to_json()
         payload["analytic"] = None if analytic is None else _analytic_json(analytic)
+        payload["diagnosis"] = diagnosis.to_json()
         sys.stdout.write(json.dumps(payload) + "\n")
     else:
         console = Console()
@@ -128,7 +112,38 @@ def run(args: argparse.Namespace) -> int:
             _print_kernel(kernel, console)
         if analytic is not None:
             _print_analytic(analytic, problem.name, console)
+        print_diagnosis(diagnosis, console)
     return 0 if not result.available or result.kernels else 1
+
+
+def _diagnose(kernels: tuple[KernelProfile, ...], analytic: AnalyticProfile | None) -> Diagnosis:
+    """The critic on what was measured: ncu's per-kernel numbers, or the analytic roofline alone."""
+    launches = Counter(k.kernel_name for k in kernels)
+    metrics = tuple(
+        KernelMetrics(
+            name=k.kernel_name,
+            dram_throughput_pct=k.dram_throughput_pct,
+            l2_hit_rate_pct=k.l2_hit_rate_pct,
+            l1_hit_rate_pct=k.l1_hit_rate_pct,
+            achieved_occupancy_pct=k.achieved_occupancy_pct,
+            theoretical_occupancy_pct=k.theoretical_occupancy_pct,
+            sm_throughput_pct=k.sm_throughput_pct,
+            tensor_pipe_active_pct=k.tensor_pipe_active_pct,
+            registers_per_thread=k.registers_per_thread,
+            shared_bytes_per_block=k.shared_bytes_per_block,
+            spill_bytes=k.spill_bytes,
+            duration_ms=k.duration_ms,
+            top_stalls=k.top_stalls,
+            launches=launches[k.kernel_name],
+        )
+        for k in {k.kernel_name: k for k in kernels}.values()  # one entry per kernel: its first launch
+    )
+    roofline = analytic.roofline if analytic is not None else None
+    ops = [rule.op for rule in roofline.flop_count.by_rule] if roofline is not None else []
+    snapshot = Snapshot(
+        iteration=0, status="correct", runtime_ms=None, speedup=None, roofline=roofline, kernels=metrics
+    )
+    return RuleCritic().critique(snapshot, None, op_classes_of(ops) or ("any",))
 
 
 def _analytic_json(analytic: AnalyticProfile) -> dict[str, Any]:
@@ -149,13 +164,15 @@ def _num(value: int | None, unit: str = "") -> str:
 
 
 def _print_kernel(kernel: KernelProfile, console: Console) -> None:
-    title = f"{kernel.kernel_name} · launch {kernel.launch_index} · grid {kernel.grid_size} · block {kernel.block_size}"
-    table = Table(title=title, title_justify="left", show_header=False, box=None, pad_edge=False)
-    table.add_column("metric", style="bold")
+    heading = (
+        f"{kernel.kernel_name} · launch {kernel.launch_index} · grid {kernel.grid_size} · block {kernel.block_size}"
+    )
+    console.print(heading, style="bold", markup=False, highlight=False)
+    table = Table(show_header=False, box=None, pad_edge=False)
+    table.add_column("metric")
     table.add_column("value", justify="right")
-    duration = "—" if kernel.duration_ms is None else f"{kernel.duration_ms:.4f} ms"
     rows = [
-        ("duration", duration),
+        ("duration", "—" if kernel.duration_ms is None else _time(kernel.duration_ms)),
         ("DRAM throughput", _pct(kernel.dram_throughput_pct)),
         ("DRAM bytes", _num(kernel.dram_bytes, " B")),
         ("L2 hit rate", _pct(kernel.l2_hit_rate_pct)),
@@ -167,11 +184,12 @@ def _print_kernel(kernel: KernelProfile, console: Console) -> None:
         ("registers / thread", _num(kernel.registers_per_thread)),
         ("shared memory / block", _num(kernel.shared_bytes_per_block, " B")),
         ("local (spill) traffic", _num(kernel.spill_bytes, " B")),
-        ("top stalls", ", ".join(f"{reason} {share:.1f}%" for reason, share in kernel.top_stalls) or "—"),
     ]
     for label, value in rows:
         table.add_row(label, value)
     console.print(table)
+    stalls = ", ".join(f"{reason} {share:.1f}%" for reason, share in kernel.top_stalls) or "—"
+    console.print(f"top stalls (share of warp states): {stalls}", markup=False, highlight=False)
     if kernel.source_lines:
         _print_lines(kernel.source_lines, console)
 

@@ -21,17 +21,27 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 
 from openkernel.evaluate.channel import Channel
 
-__all__ = ["LOG_HEAD_BYTES", "LOG_TAIL_BYTES", "BoundedLog", "WorkerProcess", "worker_environment"]
+__all__ = [
+    "LOG_HEAD_BYTES",
+    "LOG_TAIL_BYTES",
+    "MARKER_VAR",
+    "BoundedLog",
+    "WorkerProcess",
+    "drain_into",
+    "kill_tree",
+    "worker_environment",
+]
 
 LOG_HEAD_BYTES = 8 * 1024
 LOG_TAIL_BYTES = 24 * 1024
-_MARKER_VAR = "OPENKERNEL_WORKER_RUN"
+MARKER_VAR = "OPENKERNEL_WORKER_RUN"  # every isolated process carries it, with a per-run value
 
 # Variables a worker may inherit. Everything else is dropped; anything that looks like a
 # credential is dropped even when allow-listed.
@@ -123,7 +133,7 @@ class WorkerProcess:
         cache_dir.mkdir(parents=True, exist_ok=True)
         to_worker_r, to_worker_w = os.pipe()
         from_worker_r, from_worker_w = os.pipe()
-        env = worker_environment(dict(os.environ), self._dir, cache_dir, {**extra_env, _MARKER_VAR: self._marker})
+        env = worker_environment(dict(os.environ), self._dir, cache_dir, {**extra_env, MARKER_VAR: self._marker})
         cmd = [
             sys.executable,
             "-m",
@@ -148,8 +158,7 @@ class WorkerProcess:
         os.close(to_worker_r)
         os.close(from_worker_w)
         self._pgid = self._proc.pid
-        self._reader = threading.Thread(target=self._drain, name=f"{role}-log", daemon=True)
-        self._reader.start()
+        self._reader = drain_into(self._proc, self.log, f"{role}-log")
         self.channel = Channel(from_worker_r, to_worker_w, self._secret)
         os.write(to_worker_w, self._secret)
         self._fds = (from_worker_r, to_worker_w)
@@ -163,12 +172,6 @@ class WorkerProcess:
     def snapshot_descendants(self) -> None:
         """Remember the worker's descendants now, while it is alive and holds them as its children."""
         self._tree = _descendants(self._proc.pid)
-
-    def _drain(self) -> None:
-        assert self._proc.stdout is not None
-        fd = self._proc.stdout.fileno()
-        while chunk := os.read(fd, 65536):
-            self.log.feed(chunk)
 
     def finish(self, grace_s: float = 5.0, kill: bool = False) -> ExitInfo:
         """Wait for the worker to exit (or kill it), then kill whatever it left behind."""
@@ -184,11 +187,7 @@ class WorkerProcess:
                 killed = True
         # Descendants that left the process group (setsid) and dropped the marker (a cleared
         # environment) are still the worker's descendants while it lives: find them first.
-        tree = sorted(set(self._tree) | set(_descendants(self._proc.pid)))
-        _killpg(self._pgid)
-        with contextlib.suppress(subprocess.TimeoutExpired):  # SIGKILL does not fail; belt and braces
-            self._proc.wait(timeout=10)
-        survivors = _kill_pids(tree) + _kill_marked(self._marker)
+        survivors = kill_tree(self._proc, self._marker, self._tree)
         self._reader.join(timeout=2)
         if self._proc.stdout is not None:
             self._proc.stdout.close()
@@ -208,6 +207,36 @@ class WorkerProcess:
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
         self.finish(kill=True)
+
+
+def drain_into(proc: subprocess.Popen[bytes], log: BoundedLog, name: str) -> threading.Thread:
+    """Read ``proc``'s stdout into ``log`` on a daemon thread (started), so the pipe never fills."""
+
+    def drain() -> None:
+        assert proc.stdout is not None
+        fd = proc.stdout.fileno()
+        while chunk := os.read(fd, 65536):
+            log.feed(chunk)
+
+    reader = threading.Thread(target=drain, name=name, daemon=True)
+    reader.start()
+    return reader
+
+
+def kill_tree(proc: subprocess.Popen[bytes], marker: str, known: Sequence[int] = ()) -> tuple[str, ...]:
+    """Kill ``proc``'s process group and everything it left behind; return the survivors' command lines.
+
+    Survivors are processes other than ``proc`` that were still alive: descendants listed now or in
+    ``known`` (listed earlier, while they were still ``proc``'s children), and any process whose
+    environment carries ``marker``. ``proc`` must have been started in its own session.
+    """
+    # Descendants that left the process group (setsid) and dropped the marker (a cleared
+    # environment) are still the worker's descendants while it lives: find them first.
+    tree = sorted(set(known) | set(_descendants(proc.pid)))
+    _killpg(proc.pid)
+    with contextlib.suppress(subprocess.TimeoutExpired):  # SIGKILL does not fail; belt and braces
+        proc.wait(timeout=10)
+    return _kill_pids(tree) + _kill_marked(marker)
 
 
 def _killpg(pgid: int) -> None:
@@ -268,7 +297,7 @@ def _kill_marked(marker: str) -> tuple[str, ...]:
 
     Loops until a scan finds none, because a survivor can fork while we look.
     """
-    needle = f"{_MARKER_VAR}={marker}".encode()
+    needle = f"{MARKER_VAR}={marker}".encode()
     found: list[str] = []
     for _ in range(20):
         hits = []
