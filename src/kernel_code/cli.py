@@ -5,11 +5,10 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from pathlib import Path
 from typing import NoReturn
 
 from kernel_code import hardware_cmd, profile_cmd, skills_cmd
-from kernel_code.arguments import assignment, positive_float
+from kernel_code.arguments import add_problem_arguments, positive_float
 from openkernel import EvalConfig, EvalResult, OpenKernelError, evaluate_candidate, load_problem
 from openkernel.critic import Diagnosis, RuleCritic, op_classes_of, snapshot_of
 
@@ -27,30 +26,12 @@ def _parser() -> _Parser:
     parser = _Parser(prog="kernel-code", description="Optimise GPU kernels against a PyTorch reference.")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
     ev = sub.add_parser("eval", help="evaluate one candidate kernel against a reference problem")
-    ev.add_argument("reference", help="problem file, bundled problem name, or KernelBench id like L1#23")
-    ev.add_argument("candidate", type=Path, help="candidate file defining class ModelNew")
-    ev.add_argument("--json", action="store_true", help="print exactly one JSON object on stdout")
+    add_problem_arguments(ev)
     ev.add_argument(
         "--timeout", type=positive_float, default=300.0, help="seconds for the candidate's whole evaluation"
     )
     ev.add_argument("--device", choices=["auto", "cpu", "cuda"], default="auto")
     ev.add_argument("--backend", choices=["triton", "cuda"], default="triton")
-    ev.add_argument(
-        "--size",
-        choices=["auto", "full", "small"],
-        default="auto",
-        help="problem size (auto: small without a GPU)",
-    )
-    ev.add_argument("--kernelbench", type=Path, default=None, help="a KernelBench checkout, for ids like L1#23")
-    ev.add_argument(
-        "--set",
-        dest="overrides",
-        action="append",
-        type=assignment,
-        default=[],
-        metavar="NAME=NUMBER",
-        help="set a problem's module constant before get_inputs() (repeatable), e.g. --set dim=1024",
-    )
     ev.add_argument("--trials", type=int, default=5, help="correctness trials with fresh inputs and weights")
     ev.add_argument("--samples", type=int, default=None, help="timed calls (default 50 on a GPU, 5 on the CPU)")
     ev.add_argument("--compile-baseline", action="store_true", help="also time torch.compile of the reference")

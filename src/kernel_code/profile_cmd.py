@@ -21,7 +21,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from kernel_code.arguments import assignment, positive_float
+from kernel_code.arguments import add_problem_arguments, positive_float
 from kernel_code.render import print_diagnosis
 from openkernel import load_problem
 from openkernel.critic import Diagnosis, KernelMetrics, RuleCritic, Snapshot, op_classes_of
@@ -56,28 +56,13 @@ def add_parser(subparsers: argparse._SubParsersAction[Any]) -> argparse.Argument
     parser: argparse.ArgumentParser = subparsers.add_parser(
         "profile", help="profile a candidate's kernels with Nsight Compute (the analytic roofline without one)"
     )
-    parser.add_argument("reference", help="problem file, bundled problem name, or KernelBench id like L1#23")
-    parser.add_argument("candidate", type=Path, help="candidate file defining class ModelNew")
-    parser.add_argument("--json", action="store_true", help="print exactly one JSON object on stdout")
+    add_problem_arguments(parser)
     parser.add_argument("--kernels", type=_regex, default=None, metavar="REGEX", help="only kernels whose name matches")
     parser.add_argument("--launches", type=_count, default=20, metavar="N", help="kernel launches to profile at most")
     parser.add_argument("--source", action="store_true", help="also per-source-line memory counters (a heatmap)")
-    parser.add_argument(
-        "--size", choices=["auto", "full", "small"], default="auto", help="problem size (auto: full on a GPU)"
-    )
-    parser.add_argument(
-        "--set",
-        dest="overrides",
-        action="append",
-        type=assignment,
-        default=[],
-        metavar="NAME=NUMBER",
-        help="set a problem's module constant before get_inputs() (repeatable), e.g. --set dim=1024",
-    )
     parser.add_argument("--hardware", default="H200", help="the analytic roofline's GPU when ncu can't run")
     parser.add_argument("--report", type=Path, default=None, help="keep ncu's report here (open it with ncu-ui)")
     parser.add_argument("--timeout", type=positive_float, default=600.0, help="seconds for the whole ncu run")
-    parser.add_argument("--kernelbench", type=Path, default=None, help="a KernelBench checkout, for ids like L1#23")
     return parser
 
 
