@@ -97,6 +97,10 @@ class CandidateRun:
         except ChannelError as exc:
             self.status = EvalStatus.REJECTED
             self.reasons = [f"the worker's report channel was tampered with during {self.stage}: {exc}"]
+        except (KeyError, TypeError, ValueError, AttributeError, IndexError) as exc:
+            # An authenticated frame whose content is not what the harness sends: forged in-process.
+            self.status = EvalStatus.REJECTED
+            self.reasons = [f"the worker sent a malformed report during {self.stage}: {type(exc).__name__}: {exc}"]
         info = self.worker.finish(kill=self.status is not EvalStatus.CORRECT)
         if info.survivors:
             listed = "; ".join(info.survivors[:3])
@@ -238,13 +242,10 @@ class CandidateRun:
             keep = i in checked
             ch.send({"kind": "keep", "keep": keep})
             if i >= self.plan.warmup:
-                self.samples.append(
-                    {
-                        "event_ms": num(frame.header.get("event_ms")),
-                        "synced_ms": num(frame.header.get("synced_ms")),
-                        "wall_ms": num(frame.header.get("wall_ms")),
-                    }
-                )
+                sample = {key: num(frame.header.get(key)) for key in ("event_ms", "synced_ms", "wall_ms")}
+                if not (math.isfinite(sample["event_ms"]) and sample["event_ms"] > 0):
+                    raise ChannelError(f"implausible time {frame.header.get('event_ms')!r} for timed call {i}")
+                self.samples.append(sample)
             if keep:
                 out = self._recv("sample_output")
                 structure, expected = self.ref.checked[i]
