@@ -7,7 +7,7 @@ import json
 import sys
 from typing import NoReturn
 
-from kernel_code import hardware_cmd, profile_cmd, skills_cmd
+from kernel_code import hardware_cmd, profile_cmd, sessions_cmd, skills_cmd
 from kernel_code.arguments import add_problem_arguments, positive_float
 from openkernel import EvalConfig, EvalResult, OpenKernelError, evaluate_candidate, load_problem
 from openkernel.critic import Diagnosis, RuleCritic, op_classes_of, snapshot_of
@@ -41,6 +41,7 @@ def _parser() -> _Parser:
     hardware_cmd.add_parser(sub)
     skills_cmd.add_parser(sub)
     profile_cmd.add_parser(sub)
+    sessions_cmd.add_parser(sub)
     return parser
 
 
@@ -55,6 +56,8 @@ def main(argv: list[str] | None = None) -> int:
             return skills_cmd.run(args)
         if args.command == "profile":
             return profile_cmd.run(args)
+        if args.command == "sessions":
+            return sessions_cmd.run(args)
     except OpenKernelError as err:
         print(f"kernel-code: error: {err}", file=sys.stderr)
         return 2

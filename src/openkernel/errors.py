@@ -9,7 +9,10 @@ what the user must fix and for bugs in openkernel itself::
     │   ├── ProblemNotFound         no such file, bundled name or KernelBench id
     │   └── BadProblem              the file breaks the contract (no Model, bad get_inputs, NaN reference)
     ├── CandidateNotFound           the candidate file does not exist
-    ├── ConfigError                 a bad option value (device, size, timeout)
+    ├── ConfigError                 a bad option value (device, size, timeout), a bad skill file
+    │   └── UnknownGpu              a GPU name not in the hardware table (openkernel.hardware)
+    ├── EventFormatError            a line of events.jsonl this version cannot read
+    ├── StoreError                  a session directory missing, not a session, or damaged
     └── InternalError               a bug in openkernel: the message asks for a report
 
 The command line turns these into one line on stderr and a non-zero exit, in one place.
@@ -21,10 +24,12 @@ __all__ = [
     "BadProblem",
     "CandidateNotFound",
     "ConfigError",
+    "EventFormatError",
     "InternalError",
     "OpenKernelError",
     "ProblemError",
     "ProblemNotFound",
+    "StoreError",
 ]
 
 
@@ -50,6 +55,14 @@ class CandidateNotFound(OpenKernelError):
 
 class ConfigError(OpenKernelError):
     """An option has a value openkernel cannot use."""
+
+
+class EventFormatError(OpenKernelError):
+    """A JSON object is not an event this version of openkernel can read."""
+
+
+class StoreError(OpenKernelError):
+    """A session directory is missing, not a session, or damaged beyond a torn last line."""
 
 
 class InternalError(OpenKernelError):
