@@ -15,6 +15,7 @@ from openkernel.errors import (
     ProblemNotFound,
 )
 from openkernel.evaluate import EvalConfig, Evaluator, ProcessEvaluator, ScriptedEvaluator, evaluate_candidate
+from openkernel.loop import Controls, LoopOptions, optimize, resume_session
 from openkernel.problems import bundled_names, load_problem, load_problems
 from openkernel.types import EvalResult, EvalStatus, KernelLaunchCount, Problem, TimingStats, TrialCheck
 
@@ -24,12 +25,14 @@ __all__ = [
     "BadProblem",
     "CandidateNotFound",
     "ConfigError",
+    "Controls",
     "EvalConfig",
     "EvalResult",
     "EvalStatus",
     "Evaluator",
     "InternalError",
     "KernelLaunchCount",
+    "LoopOptions",
     "OpenKernelError",
     "Problem",
     "ProblemError",
@@ -43,4 +46,6 @@ __all__ = [
     "evaluate_candidate",
     "load_problem",
     "load_problems",
+    "optimize",
+    "resume_session",
 ]

@@ -1,0 +1,480 @@
+"""The LLM path end to end: real local HTTP servers speaking each provider's wire protocol, driven
+through the official SDKs (openai, anthropic) by LLMGenerator."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import threading
+import time
+import traceback
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+import pytest
+
+from openkernel.errors import ConfigError
+from openkernel.generate.base import Context, PastResult, Proposal, Usage
+from openkernel.generate.extract import NO_CODE_BLOCK
+from openkernel.generate.llm import LLMConfig, LLMGenerator, render_prompt, resolve_key
+from openkernel.generate.pricing import Price
+
+KEY = "sk-canary-7f3a9c1e"  # must never show up in an exception or a proposal
+GOOD_SOURCE = "import torch.nn as nn\n\n\nclass ModelNew(nn.Module):\n    def forward(self, x):\n        return x\n"
+GOOD_DELTAS = ["Intent: fuse the softmax\n", "```python\n", GOOD_SOURCE, "```\n"]
+CONTEXT = Context(
+    iteration=3,
+    problem_name="softmax",
+    problem_source="class Model:\n    pass\n",
+    backend="triton",
+    best_source=None,
+    best_speedup=None,
+    history=(PastResult(2, "tile rows", "wrong_answer", None, ("max abs error 0.5",)),),
+    diagnosis=None,
+    skills=None,
+    hints=("use fp32 accumulators",),
+    last_error=None,
+)
+
+Step = Callable[[BaseHTTPRequestHandler, threading.Event], None]
+
+
+@dataclass
+class FakeServer:
+    """A local HTTP server answering each POST with the next step (the last step repeats)."""
+
+    steps: list[Step]
+    requests: list[tuple[str, dict[str, str], Any]] = field(default_factory=list)
+    release: threading.Event = field(default_factory=threading.Event)  # ends slow steps at teardown
+
+    def start(self) -> None:
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                server.requests.append((self.path, {k.lower(): v for k, v in self.headers.items()}, body))
+                step = server.steps.pop(0) if len(server.steps) > 1 else server.steps[0]
+                with contextlib.suppress(OSError):  # the client hung up (a timeout test): nothing to answer
+                    step(self, server.release)
+
+            def log_message(self, format: str, *args: Any) -> None:
+                pass
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd.daemon_threads = True
+        self.thread = threading.Thread(target=self.httpd.serve_forever, args=(0.02,), daemon=True)
+        self.thread.start()
+
+    @property
+    def root(self) -> str:
+        return f"http://127.0.0.1:{self.httpd.server_address[1]}"
+
+    def stop(self) -> None:
+        self.release.set()
+        self.httpd.shutdown()
+        self.httpd.server_close()
+        self.thread.join()
+
+
+@pytest.fixture
+def serve() -> Iterator[Callable[..., FakeServer]]:
+    servers: list[FakeServer] = []
+
+    def start(*steps: Step) -> FakeServer:
+        server = FakeServer(list(steps))
+        server.start()
+        servers.append(server)
+        return server
+
+    yield start
+    for server in servers:
+        server.stop()
+
+
+def sse(events: list[str], gap_s: float = 0.0) -> Step:
+    def step(handler: BaseHTTPRequestHandler, release: threading.Event) -> None:
+        handler.send_response(200)
+        handler.send_header("Content-Type", "text/event-stream")
+        handler.end_headers()
+        for event in events:
+            if gap_s and release.wait(gap_s):
+                return
+            handler.wfile.write(event.encode())
+            handler.wfile.flush()
+
+    return step
+
+
+def status(code: int, body: dict[str, Any], headers: dict[str, str] | None = None) -> Step:
+    def step(handler: BaseHTTPRequestHandler, release: threading.Event) -> None:
+        data = json.dumps(body).encode()
+        handler.send_response(code)
+        for name, value in {"Content-Type": "application/json", **(headers or {})}.items():
+            handler.send_header(name, value)
+        handler.send_header("Content-Length", str(len(data)))
+        handler.end_headers()
+        handler.wfile.write(data)
+
+    return step
+
+
+def silent(seconds: float) -> Step:
+    def step(handler: BaseHTTPRequestHandler, release: threading.Event) -> None:
+        release.wait(seconds)
+
+    return step
+
+
+# --- the two wire protocols -------------------------------------------------------------------
+
+
+def openai_events(deltas: list[str], prompt_tokens: int = 1000, completion_tokens: int = 500) -> list[str]:
+    def chunk(choices: list[Any], usage: Any = None) -> str:
+        body = {"id": "c1", "object": "chat.completion.chunk", "created": 0, "model": "gpt-4o", "choices": choices}
+        return f"data: {json.dumps(body | ({'usage': usage} if usage else {}))}\n\n"
+
+    events = [chunk([{"index": 0, "delta": {"role": "assistant", "content": ""}, "finish_reason": None}])]
+    events += [chunk([{"index": 0, "delta": {"content": d}, "finish_reason": None}]) for d in deltas]
+    events.append(chunk([{"index": 0, "delta": {}, "finish_reason": "stop"}]))
+    usage = {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens, "total_tokens": 1500}
+    return [*events, chunk([], usage), "data: [DONE]\n\n"]
+
+
+def anthropic_events(deltas: list[str], input_tokens: int = 1000, output_tokens: int = 500) -> list[str]:
+    def event(name: str, body: dict[str, Any]) -> str:
+        return f"event: {name}\ndata: {json.dumps({'type': name, **body})}\n\n"
+
+    message: dict[str, Any] = {
+        "id": "msg_1",
+        "type": "message",
+        "role": "assistant",
+        "content": [],
+        "model": "claude-test-1",
+        "stop_reason": None,
+        "stop_sequence": None,
+        "usage": {"input_tokens": input_tokens, "output_tokens": 1},
+    }
+    return [
+        event("message_start", {"message": message}),
+        event("content_block_start", {"index": 0, "content_block": {"type": "text", "text": ""}}),
+        *[event("content_block_delta", {"index": 0, "delta": {"type": "text_delta", "text": d}}) for d in deltas],
+        event("content_block_stop", {"index": 0}),
+        event(
+            "message_delta",
+            {"delta": {"stop_reason": "end_turn", "stop_sequence": None}, "usage": {"output_tokens": output_tokens}},
+        ),
+        event("message_stop", {}),
+    ]
+
+
+def error_body(provider: str, kind: str, message: str) -> dict[str, Any]:
+    if provider == "openai":
+        return {"error": {"message": message, "type": kind, "code": None}}
+    return {"type": "error", "error": {"type": kind, "message": message}}
+
+
+@dataclass(frozen=True)
+class Provider:
+    name: str
+    model: str
+    events: Callable[..., list[str]]
+    path: str  # where the SDK posts
+    cost_usd: float  # 1000 prompt and 500 completion tokens at the built-in price
+
+    def base_url(self, server: FakeServer) -> str:
+        return server.root + ("/v1" if self.name == "openai" else "")
+
+
+OPENAI = Provider("openai", "gpt-4o", openai_events, "/v1/chat/completions", 0.0075)  # the built-in price
+# A name of our own, priced by the user's table: the anthropic SDK warns (DeprecationWarning) on real names it
+# has marked deprecated, and that list grows with each SDK release.
+ANTHROPIC = Provider("anthropic", "claude-test-1", anthropic_events, "/v1/messages", 0.0105)
+USER_PRICES = {"claude-test-1": Price(3.0, 15.0)}
+
+
+@pytest.fixture(params=[OPENAI, ANTHROPIC], ids=lambda p: p.name)
+def provider(request: pytest.FixtureRequest) -> Provider:
+    p: Provider = request.param
+    return p
+
+
+def generator(
+    provider: Provider, server: FakeServer, sleeps: list[float] | None = None, **overrides: Any
+) -> LLMGenerator:
+    settings: dict[str, Any] = {"timeout_s": 5.0, "max_retries": 2, "retry_base_delay_s": 0.01, "max_tokens": 4096}
+    config = LLMConfig(provider.name, provider.model, base_url=provider.base_url(server), **(settings | overrides))
+
+    def sleep(seconds: float) -> None:
+        if sleeps is not None:
+            sleeps.append(seconds)
+        time.sleep(seconds)
+
+    return LLMGenerator(config, KEY, prices=USER_PRICES, sleep=sleep)
+
+
+GOOD = Proposal(
+    source=GOOD_SOURCE, intent="fuse the softmax", text="".join(GOOD_DELTAS), usage=None, error=None
+)  # usage filled per provider
+
+
+# --- good replies ------------------------------------------------------------------------------
+
+
+def test_good_reply_streams_deltas_and_counts_cost(provider: Provider, serve: Callable[..., FakeServer]) -> None:
+    server = serve(sse(provider.events(GOOD_DELTAS)))
+    seen: list[str] = []
+    proposal = generator(provider, server).propose(CONTEXT, seen.append)
+    assert proposal == Proposal(GOOD.source, GOOD.intent, GOOD.text, Usage(1000, 500, provider.cost_usd), None)
+    assert seen == GOOD_DELTAS
+    system, user = render_prompt(CONTEXT)
+    (path, headers, body), *_ = server.requests
+    assert (path, len(server.requests), headers["authorization"]) == (provider.path, 1, f"Bearer {KEY}")
+    if provider is OPENAI:
+        assert body == {
+            "model": "gpt-4o",
+            "messages": [{"role": "system", "content": system}, {"role": "user", "content": user}],
+            "stream": True,
+            "stream_options": {"include_usage": True},
+            "max_tokens": 4096,
+        }
+    else:
+        assert body == {
+            "model": "claude-test-1",
+            "max_tokens": 4096,
+            "system": system,
+            "messages": [{"role": "user", "content": user}],
+            "stream": True,
+        }
+
+
+def test_reply_without_code_is_a_recorded_error(provider: Provider, serve: Callable[..., FakeServer]) -> None:
+    server = serve(sse(provider.events(["I would fuse the softmax. ", "Shall I?"])))
+    proposal = generator(provider, server).propose(CONTEXT)
+    text = "I would fuse the softmax. Shall I?"
+    assert proposal == Proposal(
+        None, "I would fuse the softmax.", text, Usage(1000, 500, provider.cost_usd), NO_CODE_BLOCK
+    )
+
+
+def test_an_echoed_key_is_redacted_from_the_proposal(provider: Provider, serve: Callable[..., FakeServer]) -> None:
+    server = serve(sse(provider.events([f"Intent: leak {KEY}\n", "no code"])))
+    proposal = generator(provider, server).propose(CONTEXT)
+    text = "Intent: leak [redacted]\nno code"
+    assert proposal == Proposal(None, "leak [redacted]", text, Usage(1000, 500, provider.cost_usd), NO_CODE_BLOCK)
+
+
+# --- retries -----------------------------------------------------------------------------------
+
+
+def test_429_waits_for_retry_after_then_succeeds(provider: Provider, serve: Callable[..., FakeServer]) -> None:
+    limited = status(429, error_body(provider.name, "rate_limit_error", "slow down"), {"Retry-After": "1"})
+    server = serve(limited, sse(provider.events(GOOD_DELTAS)))
+    sleeps: list[float] = []
+    started = time.monotonic()
+    proposal = generator(provider, server, sleeps).propose(CONTEXT)
+    assert proposal == Proposal(GOOD.source, GOOD.intent, GOOD.text, Usage(1000, 500, provider.cost_usd), None)
+    assert (len(server.requests), sleeps) == (2, [1.0])
+    assert time.monotonic() - started >= 1.0
+
+
+def test_retry_after_is_capped(provider: Provider, serve: Callable[..., FakeServer]) -> None:
+    limited = status(429, error_body(provider.name, "rate_limit_error", "slow down"), {"Retry-After": "3600"})
+    server = serve(limited, sse(provider.events(GOOD_DELTAS)))
+    sleeps: list[float] = []
+    proposal = generator(provider, server, sleeps, max_retry_after_s=0.05).propose(CONTEXT)
+    assert (proposal.error, len(server.requests), sleeps) == (None, 2, [0.05])
+
+
+def test_500_then_success(provider: Provider, serve: Callable[..., FakeServer]) -> None:
+    server = serve(status(500, error_body(provider.name, "api_error", "boom")), sse(provider.events(GOOD_DELTAS)))
+    sleeps: list[float] = []
+    proposal = generator(provider, server, sleeps).propose(CONTEXT)
+    assert proposal == Proposal(GOOD.source, GOOD.intent, GOOD.text, Usage(1000, 500, provider.cost_usd), None)
+    assert (len(server.requests), sleeps) == (2, [0.01])
+
+
+def test_500_forever_gives_up_after_max_retries(provider: Provider, serve: Callable[..., FakeServer]) -> None:
+    server = serve(status(500, error_body(provider.name, "api_error", "boom")))
+    sleeps: list[float] = []
+    proposal = generator(provider, server, sleeps).propose(CONTEXT)
+    error = f"gave up after 3 attempts to {provider.base_url(server)}: HTTP 500: boom"
+    assert proposal == Proposal(None, "", "", None, error)
+    assert (len(server.requests), sleeps) == (3, [0.01, 0.02])
+
+
+# --- failures that are data --------------------------------------------------------------------
+
+
+def test_malformed_stream_is_a_recorded_error(provider: Provider, serve: Callable[..., FakeServer]) -> None:
+    events = provider.events(GOOD_DELTAS)
+    events.insert(
+        2, "event: content_block_delta\ndata: {not json\n\n" if provider is ANTHROPIC else "data: {not json\n\n"
+    )
+    server = serve(sse(events))
+    proposal = generator(provider, server).propose(CONTEXT)
+    error = (
+        f"malformed stream from {provider.base_url(server)}: JSONDecodeError: "
+        "Expecting property name enclosed in double quotes: line 1 column 2 (char 1)"
+    )
+    assert proposal == Proposal(None, "", "", None, error)
+    assert len(server.requests) == 1
+
+
+def test_silent_server_times_out(provider: Provider, serve: Callable[..., FakeServer]) -> None:
+    server = serve(silent(30.0))
+    started = time.monotonic()
+    proposal = generator(provider, server, timeout_s=0.5).propose(CONTEXT)
+    error = f"no complete reply from {provider.base_url(server)} within timeout_s=0.5"
+    assert proposal == Proposal(None, "", "", None, error)
+    assert time.monotonic() - started < 3.0
+    assert len(server.requests) == 1  # a timeout is not retried: it would multiply the wait
+
+
+def test_trickling_reply_past_the_timeout_stops_at_the_deadline(
+    provider: Provider, serve: Callable[..., FakeServer]
+) -> None:
+    deltas = [f"word{i} " for i in range(100)]
+    server = serve(sse(provider.events(deltas), gap_s=0.1))
+    started = time.monotonic()
+    proposal = generator(provider, server, timeout_s=0.5).propose(CONTEXT)
+    assert proposal.error == f"no complete reply from {provider.base_url(server)} within timeout_s=0.5"
+    assert (proposal.source, proposal.usage) == (None, None)
+    assert proposal.text.startswith("word0 word1 ")
+    assert time.monotonic() - started < 3.0
+
+
+# --- user errors -------------------------------------------------------------------------------
+
+
+def test_refused_key_is_a_config_error_without_the_key(provider: Provider, serve: Callable[..., FakeServer]) -> None:
+    server = serve(status(401, error_body(provider.name, "authentication_error", f"Incorrect API key: {KEY}")))
+    with pytest.raises(ConfigError) as caught:
+        generator(provider, server).propose(CONTEXT)
+    env = "OPENAI_API_KEY" if provider is OPENAI else "ANTHROPIC_API_KEY"
+    assert str(caught.value) == f"the API key was refused by {provider.base_url(server)} (HTTP 401): check {env}"
+    assert KEY not in "".join(traceback.format_exception(caught.value))
+    assert len(server.requests) == 1
+
+
+def test_unknown_model_is_a_config_error(provider: Provider, serve: Callable[..., FakeServer]) -> None:
+    server = serve(status(404, error_body(provider.name, "not_found_error", f"model: {provider.model}")))
+    with pytest.raises(ConfigError) as caught:
+        generator(provider, server).propose(CONTEXT)
+    assert str(caught.value) == (
+        f"model {provider.model!r} not found at {provider.base_url(server)} (HTTP 404): "
+        "check the model name (and base_url for an OpenAI-compatible server)"
+    )
+
+
+def test_other_4xx_is_a_recorded_error_not_retried(provider: Provider, serve: Callable[..., FakeServer]) -> None:
+    server = serve(status(400, error_body(provider.name, "invalid_request_error", "prompt is too long")))
+    proposal = generator(provider, server).propose(CONTEXT)
+    error = f"{provider.base_url(server)} refused the request (HTTP 400): prompt is too long"
+    assert proposal == Proposal(None, "", "", None, error)
+    assert len(server.requests) == 1
+
+
+# --- keys and prompts --------------------------------------------------------------------------
+
+
+def test_resolve_key_prefers_the_environment() -> None:
+    config = LLMConfig("anthropic", "claude-sonnet-4-5")
+    assert resolve_key(config, {"ANTHROPIC_API_KEY": "env-key"}, "file-key") == "env-key"
+    assert resolve_key(config, {"ANTHROPIC_API_KEY": "  "}, "file-key") == "file-key"
+    custom = LLMConfig("openai", "llama3", base_url="http://127.0.0.1:11434/v1", api_key_env="OLLAMA_KEY")
+    assert resolve_key(custom, {"OLLAMA_KEY": "k", "OPENAI_API_KEY": "other"}) == "k"
+
+
+def test_resolve_key_says_how_to_fix_a_missing_key() -> None:
+    with pytest.raises(ConfigError) as caught:
+        resolve_key(LLMConfig("anthropic", "claude-sonnet-4-5"), {}, None)
+    assert str(caught.value) == "No key found - set ANTHROPIC_API_KEY or pass --model offline"
+
+
+def test_bad_config_values_are_config_errors() -> None:
+    with pytest.raises(ConfigError) as caught:
+        LLMConfig("gemini", "x")
+    assert str(caught.value) == "unknown LLM provider 'gemini': use one of openai, anthropic"
+
+
+def test_generator_name_and_repr_hide_the_key() -> None:
+    gen = LLMGenerator(LLMConfig("openai", "gpt-4o"), KEY)
+    assert gen.name == "openai:gpt-4o"
+    assert KEY not in repr(gen)
+
+
+def test_prompt_carries_the_context() -> None:
+    context = Context(
+        iteration=4,
+        problem_name="softmax",
+        problem_source="class Model:\n    pass\n",
+        backend="cuda",
+        best_source="class ModelNew:\n    pass\n",
+        best_speedup=1.5,
+        history=(
+            PastResult(3, "vectorise loads", "correct", 1.5, ()),
+            PastResult(4, None, "compile_error", None, ("x",)),
+        ),
+        diagnosis="memory bound",
+        skills="1. Online softmax",
+        hints=("try warp shuffles",),
+        last_error=NO_CODE_BLOCK,
+    )
+    system, user = render_prompt(context)
+    assert system.startswith("You are a GPU kernel engineer.")
+    assert user == EXPECTED_USER_PROMPT
+
+
+EXPECTED_USER_PROMPT = """\
+# Iteration 4: softmax
+
+Backend: cuda. Write the kernels in cuda.
+
+## The reference problem
+
+```python
+class Model:
+    pass
+```
+
+## The best kernel so far (1.50x the reference)
+
+```python
+class ModelNew:
+    pass
+```
+
+## Recent attempts (oldest first)
+
+- iteration 3: vectorise loads -> correct, 1.50x
+- iteration 4: (no intent) -> compile_error
+  - x
+
+## Profiler diagnosis
+
+memory bound
+
+## Techniques that may apply
+
+1. Online softmax
+
+## Hints from the person steering (newest last; follow them)
+
+- try warp shuffles
+
+## Your previous reply could not be used
+
+no code block: reply with exactly one ```python fenced block holding the whole candidate file
+
+Fix this in this reply.
+
+## Your turn
+
+Propose the next candidate: one optimisation at a time, aimed at what limits the best kernel now.
+If recent attempts failed, fix what the evaluator reported before trying anything new.
+Reply with the first line `Intent: <a few words>`, then exactly one ```python fenced block holding
+the whole candidate file defining `class ModelNew`.
+"""
