@@ -7,7 +7,7 @@ import json
 import sys
 from typing import NoReturn
 
-from kernel_code import hardware_cmd, profile_cmd, sessions_cmd, skills_cmd
+from kernel_code import hardware_cmd, optimize_cmd, profile_cmd, sessions_cmd, skills_cmd
 from kernel_code.arguments import add_problem_arguments, positive_float
 from openkernel import EvalConfig, EvalResult, OpenKernelError, evaluate_candidate, load_problem
 from openkernel.critic import Diagnosis, RuleCritic, op_classes_of, snapshot_of
@@ -42,6 +42,7 @@ def _parser() -> _Parser:
     skills_cmd.add_parser(sub)
     profile_cmd.add_parser(sub)
     sessions_cmd.add_parser(sub)
+    optimize_cmd.add_parsers(sub)
     return parser
 
 
@@ -58,6 +59,10 @@ def main(argv: list[str] | None = None) -> int:
             return profile_cmd.run(args)
         if args.command == "sessions":
             return sessions_cmd.run(args)
+        if args.command == "optimize":
+            return optimize_cmd.run_optimize(args)
+        if args.command == "resume":
+            return optimize_cmd.run_resume(args)
     except OpenKernelError as err:
         print(f"kernel-code: error: {err}", file=sys.stderr)
         return 2

@@ -140,6 +140,20 @@ class DirectoryStore(SessionStore):
             break
         else:
             raise StoreError(f"could not pick a free session name in {home}: remove stale sessions there")
+        return cls._initialise(path, session_id, problem_name, config, now_unix_s)
+
+    @classmethod
+    def create_at(cls, path: Path, problem_name: str, config: SessionConfig) -> DirectoryStore:
+        """A new session exactly at ``path`` (``--session-dir``); it must not exist or be an empty folder."""
+        if path.exists() and (not path.is_dir() or any(path.iterdir())):
+            raise StoreError(f"{path} already exists and is not an empty folder: choose a new --session-dir")
+        path.mkdir(parents=True, exist_ok=True)
+        return cls._initialise(path, path.name, problem_name, config, time.time())
+
+    @classmethod
+    def _initialise(
+        cls, path: Path, session_id: str, problem_name: str, config: SessionConfig, now_unix_s: float
+    ) -> DirectoryStore:
         (path / KERNELS_DIR).mkdir()
         header = {
             "schema_version": SCHEMA_VERSION,
