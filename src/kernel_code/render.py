@@ -56,7 +56,7 @@ def print_result(result: EvalResult, console: Console | None = None) -> None:
         bottleneck = p.bottleneck or "not measured"
         console.print(
             f"  roofline: {p.flop_count.total_flops:,} FLOP · {p.min_bytes:,} B · "
-            f"intensity {p.arithmetic_intensity_flops_per_byte:.2f} FLOP/B · speed of light {p.sol_time_ms:.4f} ms "
+            f"intensity {p.arithmetic_intensity_flops_per_byte:.2f} FLOP/B · speed of light {p.sol_time_ms:.3g} ms "
             f"({p.bound_by}) · bottleneck {bottleneck} · headroom {head}"
         )
     if result.timing_note:
