@@ -49,27 +49,22 @@ def _parser() -> _Parser:
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
-        if args.command == "eval":
-            return _eval(args)
-        if args.command == "hardware":
-            return hardware_cmd.run(args)
-        if args.command == "skills":
-            return skills_cmd.run(args)
-        if args.command == "profile":
-            return profile_cmd.run(args)
-        if args.command == "sessions":
-            return sessions_cmd.run(args)
-        if args.command == "optimize":
-            return optimize_cmd.run_optimize(args)
-        if args.command == "resume":
-            return optimize_cmd.run_resume(args)
+        handler = {
+            "eval": _eval,
+            "hardware": hardware_cmd.run,
+            "skills": skills_cmd.run,
+            "profile": profile_cmd.run,
+            "sessions": sessions_cmd.run,
+            "optimize": optimize_cmd.run_optimize,
+            "resume": optimize_cmd.run_resume,
+        }[args.command]
+        return handler(args)
     except OpenKernelError as err:
         print(f"kernel-code: error: {err}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("kernel-code: interrupted", file=sys.stderr)
         return 130
-    return 2
 
 
 def _eval(args: argparse.Namespace) -> int:

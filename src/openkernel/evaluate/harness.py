@@ -11,11 +11,9 @@ from __future__ import annotations
 import builtins
 import gc
 import importlib.util
-import math
 import sys
 import time
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -41,7 +39,6 @@ __all__ = [
 _perf_counter = time.perf_counter
 _torch_equal = torch.equal
 _torch_empty = torch.empty
-_type = builtins.type
 _manual_seed = torch.manual_seed
 # GPU clock cycles the device sleeps before a timed call (~0.1 ms at 2 GHz): time for the host to queue it.
 _HOST_LEAD_CYCLES = 200_000
@@ -266,7 +263,7 @@ def tensors_identical(a: torch.Tensor, b: torch.Tensor) -> bool:
 
 
 def snapshot(values: Sequence[Any]) -> list[Any]:
-    return [v.clone() if _type(v) is torch.Tensor or isinstance(v, torch.Tensor) else v for v in values]
+    return [v.clone() if isinstance(v, torch.Tensor) else v for v in values]
 
 
 def unchanged(before: Sequence[Any], after: Sequence[Any]) -> bool:
@@ -324,12 +321,6 @@ def time_call(
     return result, SampleTiming(wall_ms, None, wall_ms)
 
 
-@contextmanager
-def no_grad() -> Iterator[None]:
-    with torch.no_grad():
-        yield
-
-
 def l2_flush_buffer(device: torch.device) -> torch.Tensor | None:
     """A buffer twice the device's L2 (written between timed calls so no call starts with warm L2)."""
     if device.type != "cuda":
@@ -342,7 +333,3 @@ def l2_flush_buffer(device: torch.device) -> torch.Tensor | None:
 def flush(buffer: torch.Tensor | None) -> None:
     if buffer is not None:
         buffer.fill_(1)
-
-
-def finite_floats(values: Sequence[float]) -> list[float]:
-    return [v for v in values if math.isfinite(v)]

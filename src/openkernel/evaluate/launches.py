@@ -47,7 +47,6 @@ class LaunchCounter:
         self._triton: Any = None
         self._recorder_cls = LaunchRecorder
         self._extension_calls: dict[str, int] = {}
-        self.build_reports: list[Any] = []
 
     @contextmanager
     def building(self, cache_dir: Path, cuda_mode: str, build_timeout_s: float) -> Iterator[None]:
@@ -63,10 +62,9 @@ class LaunchCounter:
         from openkernel.evaluate.cuda_build import intercept_load_inline
 
         with ExitStack() as stack:
-            reports = stack.enter_context(
+            stack.enter_context(
                 intercept_load_inline(cache_dir / "cuda_build", cuda_mode, build_timeout_s)  # type: ignore[arg-type]
             )
-            self.build_reports = reports
             intercepted: Callable[..., Any] = cpp_ext.load_inline
 
             @functools.wraps(intercepted)

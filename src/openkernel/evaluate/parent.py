@@ -39,7 +39,7 @@ def evaluate_candidate(problem: Problem, candidate: Path, config: EvalConfig | N
         raise CandidateNotFound(f"candidate file {candidate} does not exist: pass the path of a file defining ModelNew")
     started = time.monotonic()
     plan = make_plan(problem, config)
-    env = worker_env(plan, config.backend)
+    env = worker_env(plan)
     ref_worker = WorkerProcess("reference", env, config.cache_dir)
     cand_worker = WorkerProcess("candidate", env, config.cache_dir)  # imports/builds while the reference runs
     try:

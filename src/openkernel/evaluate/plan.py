@@ -106,7 +106,7 @@ def make_plan(problem: Problem, config: EvalConfig) -> Plan:
     )
 
 
-def worker_env(plan: Plan, backend: str) -> dict[str, str]:
+def worker_env(plan: Plan) -> dict[str, str]:
     env: dict[str, str] = {}
     if not plan.device.startswith("cuda"):
         env["TRITON_INTERPRET"] = "1"

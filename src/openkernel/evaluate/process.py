@@ -144,7 +144,6 @@ class WorkerProcess:
             "--wfd",
             str(from_worker_w),
         ]
-        self.started_at = time.monotonic()
         self._proc = subprocess.Popen(
             cmd,
             cwd=self._dir,
@@ -157,7 +156,6 @@ class WorkerProcess:
         )
         os.close(to_worker_r)
         os.close(from_worker_w)
-        self._pgid = self._proc.pid
         self._reader = drain_into(self._proc, self.log, f"{role}-log")
         self.channel = Channel(from_worker_r, to_worker_w, self._secret)
         os.write(to_worker_w, self._secret)

@@ -58,7 +58,7 @@ def run_candidate(ch: Channel, job: dict[str, Any]) -> None:
     guard.watch_intact("the Triton launch recorder", launches.intact)
     ch.send({"kind": "ready", "device": device_label(device), "replaced": guard.replaced()})
     session = _CandidateSession(ch, problem, model_cls, device, guard, launches)
-    with h.no_grad():
+    with torch.no_grad():
         session.serve()
 
 
@@ -133,10 +133,7 @@ class _CandidateSession:
         recorder = h.OpRecorder() if index == 0 else None
         before = self.launches.total()
         try:
-            if recorder is not None:
-                with recorder:
-                    value = model(*given)
-            else:
+            with recorder or contextlib.nullcontext():
                 value = model(*given)
         except BaseException as exc:
             raise StageError("forward", exc) from exc

@@ -78,10 +78,5 @@ def send_outputs(ch: Channel, header: dict[str, Any], value: Any) -> None:
     )
 
 
-def output_bytes(value: Any) -> int:
-    _, values = outputs_of(value)
-    return sum(v.numel() * v.element_size() for v in values if isinstance(v, torch.Tensor))
-
-
 def input_bytes(inputs: list[Any]) -> int:
     return sum(v.numel() * v.element_size() for v in inputs if isinstance(v, torch.Tensor))

@@ -5,6 +5,7 @@ Trusted code (the problem file is the user's own). It never sees the candidate.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 from pathlib import Path
 from typing import Any
@@ -38,16 +39,13 @@ def run_reference(ch: Channel, job: dict[str, Any]) -> None:
     )
     models: list[torch.nn.Module] = []
     pool: list[list[Any]] = []
-    with h.no_grad():
+    with torch.no_grad():
         for index, trial in enumerate(job["trials"]):
             try:
                 model = h.build_model(problem, problem.Model, trial["weight_seed"]).to(device)
                 inputs = h.build_inputs(problem, trial["input_seed"], device)
                 recorder = h.OpRecorder() if index == 0 else None
-                if recorder is not None:
-                    with recorder:
-                        value = model(*inputs)
-                else:
+                with recorder or contextlib.nullcontext():
                     value = model(*inputs)
             except BaseException as exc:
                 raise StageError("reference forward", exc) from exc
