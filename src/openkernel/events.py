@@ -43,7 +43,14 @@ __all__ = [
     "to_json",
 ]
 
-SCHEMA_VERSION = 1  # written in every line; bump it when an event's fields change
+SCHEMA_VERSION = 2  # written in every line; bump it when an event's fields change
+
+# Fields added after schema 1: (kind, field) -> the schema that added them. An older line may lack
+# them, and then reads with the field's default (what the old writer could not know).
+_ADDED_IN: dict[tuple[str, str], int] = {
+    ("iteration_started", "backend"): 2,
+    ("iteration_started", "hints"): 2,
+}
 
 DecisionKind = Literal["keep", "discard", "error"]
 
@@ -85,6 +92,8 @@ class IterationStarted(_EventBase):
     kind: ClassVar[str] = "iteration_started"
     iteration: int
     intent: str | None  # what this iteration sets out to try; None when the generator has not said yet
+    backend: str | None = None  # the backend this iteration writes for; None only in schema-1 sessions
+    hints: tuple[str, ...] = ()  # the user's steering this iteration must take, oldest first
 
 
 @dataclass(frozen=True)
@@ -232,7 +241,7 @@ def from_json(data: Any) -> Event:
         raise EventFormatError(f"unknown event kind {kind!r} (known: {', '.join(EVENT_KINDS)})")
     if extra:
         raise EventFormatError(f"{_a(kind)} has unknown {_quoted('field', extra)}")
-    missing = [n for n in names if n not in data]
+    missing = [n for n in names if n not in data and _ADDED_IN.get((kind, n), 1) <= version]
     if missing:
         raise EventFormatError(f"{_a(kind)} is missing {_quoted('field', missing)}")
     event = typing.cast(Event, _build(cls, data, _a(kind), ""))
@@ -249,7 +258,8 @@ def _build(cls: type[Any], data: Mapping[str, Any], what: str, prefix: str) -> A
     hints = typing.get_type_hints(cls)
     values: dict[str, Any] = {}
     for field in dataclasses.fields(cls):
-        values[field.name] = _value(data[field.name], hints[field.name], what, prefix + field.name)
+        if field.name in data:  # absent only where an older schema lacked it: the default stands
+            values[field.name] = _value(data[field.name], hints[field.name], what, prefix + field.name)
     return cls(**values)
 
 
@@ -280,6 +290,10 @@ def _value(value: Any, hint: Any, what: str, path: str) -> Any:
             if extra:
                 raise EventFormatError(f"{where} has unknown {_quoted('field', extra)}")
             return _build(SessionConfig, value, what, f"{path}." if path else "")
+    elif origin is tuple:
+        (item, _) = typing.get_args(hint)  # tuple[X, ...]: a JSON array of X
+        if isinstance(value, list):
+            return tuple(_value(v, item, what, f"{path}[{i}]") for i, v in enumerate(value))
     elif origin is dict:
         if isinstance(value, Mapping) and all(isinstance(k, str) for k in value):
             return dict(value)
@@ -307,6 +321,8 @@ def _describe(hint: Any) -> str:
         return "one of " + ", ".join(repr(a) for a in typing.get_args(hint))
     if origin is dict or hint is SessionConfig:
         return "an object"
+    if origin is tuple:
+        return f"an array of {_describe(typing.get_args(hint)[0]).removeprefix('a ')}s"
     return {float: "a number", int: "a whole number", str: "a string", type(None): "null"}[hint]
 
 

@@ -81,8 +81,8 @@ ALL_EVENTS: tuple[Event, ...] = (
     SessionStarted(
         SID, 1.5, "softmax_fp32", "/p/softmax.py", "triton", "offline", "cuda:0 (NVIDIA H200)", "NVIDIA H200", CONFIG
     ),
-    IterationStarted(SID, 2.0, 0, "one row per program"),
-    IterationStarted(SID, 2.0, 1, None),
+    IterationStarted(SID, 2.0, 0, "one row per program", "triton", ()),
+    IterationStarted(SID, 2.0, 1, None, "cuda", ("use shared memory", "try 8 warps")),
     GeneratorDelta(SID, 2.25, 0, "def kernel(\n\t…"),
     KernelProposed(SID, 3.0, 0, "kernels/iter_0000.py", "one row per program", "ab" * 32),
     EvaluationFinished(SID, 4.0, 0, RESULT.to_json()),
@@ -189,13 +189,13 @@ def _decision(**changes: Any) -> dict[str, Any]:
         ),
         (_decision(confidence=0.9), "a 'decision' event has unknown field 'confidence'"),
         (
-            _decision(schema_version=2, confidence=0.9, votes=3),
-            "a 'decision' event of schema_version 2 (with fields 'confidence', 'votes' unknown here) needs a newer "
-            "kernel-code: this one reads schema_version 1; upgrade kernel-code",
+            _decision(schema_version=3, confidence=0.9, votes=3),
+            "a 'decision' event of schema_version 3 (with fields 'confidence', 'votes' unknown here) needs a newer "
+            "kernel-code: this one reads schema_version 2; upgrade kernel-code",
         ),
         (
-            _decision(schema_version=3),
-            "a 'decision' event of schema_version 3 needs a newer kernel-code: this one reads schema_version 1; "
+            _decision(schema_version=4),
+            "a 'decision' event of schema_version 4 needs a newer kernel-code: this one reads schema_version 2; "
             "upgrade kernel-code",
         ),
         (
@@ -239,3 +239,25 @@ def test_nested_config_is_strict() -> None:
         config_from_json({k: v for k, v in line["config"].items() if k != "model"})
     assert str(info.value) == "the session config is missing field 'model'"
     assert config_from_json(line["config"]) == CONFIG
+
+
+def test_a_schema_1_iteration_started_reads_with_no_backend_and_no_hints() -> None:
+    # Sessions recorded before schema 2 stay readable: the fields they could not carry take their defaults.
+    line = {"schema_version": 1, "kind": "iteration_started", "session_id": SID, "at_unix_s": 2.0, "iteration": 4,
+            "intent": "user hint: unroll"}  # fmt: skip
+    assert from_json(line) == IterationStarted(SID, 2.0, 4, "user hint: unroll", None, ())
+
+
+def test_schema_2_fields_are_required_and_typed_in_schema_2_lines() -> None:
+    line = _line(IterationStarted(SID, 2.0, 1, None, "triton", ("a",)))
+    with pytest.raises(EventFormatError) as missing:
+        from_json({k: v for k, v in line.items() if k != "hints"})
+    assert str(missing.value) == "an 'iteration_started' event is missing field 'hints'"
+    with pytest.raises(EventFormatError) as typed:
+        from_json(line | {"hints": ["a", 3]})
+    assert str(typed.value) == "an 'iteration_started' event's field 'hints[1]' must be a string, got a number 3"
+    with pytest.raises(EventFormatError) as not_array:
+        from_json(line | {"hints": "a"})
+    assert str(not_array.value) == (
+        "an 'iteration_started' event's field 'hints' must be an array of strings, got a string 'a'"
+    )

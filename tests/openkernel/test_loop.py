@@ -138,14 +138,14 @@ def test_three_iterations_keep_discard_error_whole_stream(tmp_path: Path) -> Non
             SID, NOW, "softmax_fp32", str(PROBLEM.path), "triton", "scripted", "cpu (Triton interpreter)",
             "NVIDIA H200", config,
         ),
-        IterationStarted(SID, NOW, 0, None),
+        IterationStarted(SID, NOW, 0, None, "triton", ()),
         GeneratorDelta(SID, NOW, 0, "reply for one row per program"),
         UsageUpdate(SID, NOW, 0, 100, 50, 0.01, 150, 0.01),
         KernelProposed(SID, NOW, 0, str(tmp_path / "iter_0000.py"), "one row per program", sha("A = 1\n")),
         EvaluationFinished(SID, NOW, 0, first.to_json()),
         DiagnosisMade(SID, NOW, 0, DIAGNOSIS.to_json()),
         Decision(SID, NOW, 0, "keep", "first correct kernel (1 ms, speedup 2x)", 2.0, 0),
-        IterationStarted(SID, NOW, 1, None),
+        IterationStarted(SID, NOW, 1, None, "triton", ()),
         GeneratorDelta(SID, NOW, 1, "reply for wider blocks"),
         UsageUpdate(SID, NOW, 1, 100, 50, 0.01, 300, 0.02),
         KernelProposed(SID, NOW, 1, str(tmp_path / "iter_0001.py"), "wider blocks", sha("B = 2\n")),
@@ -156,7 +156,7 @@ def test_three_iterations_keep_discard_error_whole_stream(tmp_path: Path) -> Non
             "not faster than the best (iteration 0) beyond noise: p90 1.05 ms >= best p10 0.9 ms (median 0.95 vs 1 ms)",
             2.0 / 0.95, 0,
         ),
-        IterationStarted(SID, NOW, 2, None),
+        IterationStarted(SID, NOW, 2, None, "triton", ()),
         GeneratorDelta(SID, NOW, 2, "reply for x"),
         UsageUpdate(SID, NOW, 2, 100, 50, 0.01, 450, 0.03),
         Decision(SID, NOW, 2, "error", "no kernel: the reply had no code block", None, 0),
@@ -248,20 +248,22 @@ def test_steer_and_switch_backend_apply_to_the_next_iteration(tmp_path: Path) ->
             c.switch_backend("cuda")
 
     generator = ControllingGenerator(controls, act)
+    evaluator = ScriptedEvaluator(respond=lambda *_: _result())
     events = list(
-        optimize(PROBLEM, generator, ScriptedEvaluator(respond=lambda *_: _result()), MemoryStore(),
+        optimize(PROBLEM, generator, evaluator, MemoryStore(),
                  _config(max_iterations=3), ScriptedCritic([DIAGNOSIS] * 3), controls,
                  _options(tmp_path, hints=("keep it simple",)))
     )  # fmt: skip
+    assert evaluator.backends == ["triton", "cuda", "cuda"]  # each kernel is judged for what it was written for
     assert [(c.backend, c.hints) for c in generator.contexts] == [
         ("triton", ("keep it simple",)),
         ("cuda", ("use fp16 accumulators",)),
         ("cuda", ()),
     ]
-    assert [e.intent for e in events if isinstance(e, IterationStarted)] == [
-        "user hint: keep it simple",
-        "switch to cuda; user hint: use fp16 accumulators",
-        None,
+    assert [(e.intent, e.backend, e.hints) for e in events if isinstance(e, IterationStarted)] == [
+        (None, "triton", ("keep it simple",)),
+        ("switch to cuda", "cuda", ("use fp16 accumulators",)),
+        (None, "cuda", ()),
     ]
     assert controls.pending_backend is None
 

@@ -66,7 +66,7 @@ def test_create_lays_out_the_directory(store: DirectoryStore, tmp_path: Path) ->
     assert store.path == tmp_path / "home" / store.session_id
     assert sorted(p.name for p in store.path.iterdir()) == ["config.json", "events.jsonl", "kernels"]
     assert json.loads((store.path / "config.json").read_text()) == {
-        "schema_version": 1,
+        "schema_version": 2,
         "session_id": store.session_id,
         "problem_name": "L1#23",
         "created_at_unix_s": store.created_at_unix_s,

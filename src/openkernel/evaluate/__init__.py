@@ -7,6 +7,7 @@ test double that returns results it was given, for loops and views that need no 
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
@@ -25,9 +26,13 @@ __all__ = [
 
 
 class Evaluator:
-    """Turns (problem, candidate file) into an :class:`EvalResult`. A failing kernel is a result."""
+    """Turns (problem, candidate file) into an :class:`EvalResult`. A failing kernel is a result.
 
-    def evaluate(self, problem: Problem, candidate: Path) -> EvalResult:
+    ``backend`` ("triton" or "cuda") says what the candidate was written for, when it differs from
+    the evaluator's own setting: a session can switch backends between iterations.
+    """
+
+    def evaluate(self, problem: Problem, candidate: Path, backend: str | None = None) -> EvalResult:
         raise NotImplementedError
 
 
@@ -35,8 +40,11 @@ class ProcessEvaluator(Evaluator):
     def __init__(self, config: EvalConfig | None = None) -> None:
         self.config = config or EvalConfig()
 
-    def evaluate(self, problem: Problem, candidate: Path) -> EvalResult:
-        return evaluate_candidate(problem, candidate, self.config)
+    def evaluate(self, problem: Problem, candidate: Path, backend: str | None = None) -> EvalResult:
+        config = (
+            self.config if backend in (None, self.config.backend) else dataclasses.replace(self.config, backend=backend)
+        )
+        return evaluate_candidate(problem, candidate, config)
 
 
 class ScriptedEvaluator(Evaluator):
@@ -50,9 +58,11 @@ class ScriptedEvaluator(Evaluator):
         self._results = list(results)
         self._respond = respond
         self.calls: list[tuple[Problem, Path]] = []
+        self.backends: list[str | None] = []  # the backend each call was asked for
 
-    def evaluate(self, problem: Problem, candidate: Path) -> EvalResult:
+    def evaluate(self, problem: Problem, candidate: Path, backend: str | None = None) -> EvalResult:
         self.calls.append((problem, candidate))
+        self.backends.append(backend)
         if self._respond is not None:
             return self._respond(problem, candidate)
         if not self._results:

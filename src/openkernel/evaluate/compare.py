@@ -58,6 +58,43 @@ def check_output(expected: torch.Tensor, actual: torch.Tensor, tol: Tolerance, l
         return OutputCheck(ok, None if ok else f"{label}: {bad} of {expected.numel()} elements differ", None, None, bad)
     # float32 arithmetic is exact enough for a 1e-4 check and halves the cost on 256 MiB outputs.
     work = torch.float64 if expected.dtype == torch.float64 else torch.float32
+    clean = _clean_pass(expected, actual, tol, work)
+    if clean is not None:
+        return OutputCheck(True, None, clean[0], clean[1], 0)
+    return _diagnose(expected, actual, tol, work, label)
+
+
+_CHUNK = 1 << 20  # elements per pass of the fast check: a few MiB, so each chunk's temporaries stay in cache
+
+
+def _clean_pass(
+    expected: torch.Tensor, actual: torch.Tensor, tol: Tolerance, work: torch.dtype
+) -> tuple[float, float] | None:
+    """(max abs error, max rel error) when every element is finite and within tolerance, else None.
+
+    The common case, in cache-sized chunks with few temporaries: about 4x faster than the full
+    diagnosis on a 256 MiB output. A NaN or Inf anywhere makes ``diff <= limit`` false, so any
+    output that needs explaining falls through to :func:`_diagnose`.
+    """
+    flat_e, flat_a = expected.reshape(-1), actual.reshape(-1)
+    max_abs = max_rel = 0.0
+    for start in range(0, flat_e.numel(), _CHUNK):
+        e = flat_e[start : start + _CHUNK].to(work)
+        a = flat_a[start : start + _CHUNK].to(work)
+        diff = (a - e).abs_()
+        e_abs = e.abs()
+        limit = (e_abs * tol.rtol + tol.atol).clamp_max_(torch.finfo(work).max)  # an Inf expected: no free pass
+        if not bool((diff <= limit).all()):
+            return None
+        max_abs = max(max_abs, float(diff.max()))
+        max_rel = max(max_rel, float(diff.div_(e_abs.clamp_min_(1e-12)).max()))
+    return max_abs, max_rel
+
+
+def _diagnose(
+    expected: torch.Tensor, actual: torch.Tensor, tol: Tolerance, work: torch.dtype, label: str
+) -> OutputCheck:
+    """The full account of a failing output: NaN/Inf by position, then how many elements are out."""
     e = expected.to(work)
     a = actual.to(work)
     e_nan, a_nan = torch.isnan(e), torch.isnan(a)

@@ -67,7 +67,6 @@ import json
 import os
 import re
 import shutil
-import signal
 import subprocess
 import sys
 import sysconfig
@@ -76,6 +75,8 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, NoReturn
+
+from openkernel.evaluate.process import kill_process_tree
 
 __all__ = [
     "CompileCheckUnavailable",
@@ -638,8 +639,7 @@ def _run_together(commands: list[tuple[list[str], str]], cwd: Path, timeout_s: f
     finally:
         killed = [proc for proc in procs if proc.poll() is None]  # a group is surely ours while its leader lives
         for proc in killed:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(proc.pid, signal.SIGKILL)
+            kill_process_tree(proc.pid)
         for proc in procs:
             proc.wait()
         _wait_for_groups_to_die([proc.pid for proc in killed])

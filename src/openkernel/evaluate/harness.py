@@ -9,6 +9,7 @@ and class it relies on is captured at import time of this module (before the can
 from __future__ import annotations
 
 import builtins
+import contextlib
 import gc
 import importlib.util
 import sys
@@ -40,6 +41,7 @@ _perf_counter = time.perf_counter
 _torch_equal = torch.equal
 _torch_empty = torch.empty
 _manual_seed = torch.manual_seed
+_torch_device = torch.device
 # GPU clock cycles the device sleeps before a timed call (~0.1 ms at 2 GHz): time for the host to queue it.
 _HOST_LEAD_CYCLES = 200_000
 
@@ -151,9 +153,16 @@ def share_weights(reference: torch.nn.Module, candidate: torch.nn.Module) -> boo
 
 
 def build_inputs(problem: ModuleType, input_seed: int, device: torch.device) -> list[Any]:
-    """The problem's own ``get_inputs()`` under a fresh seed, moved to ``device``."""
+    """The problem's own ``get_inputs()`` under a fresh seed, moved to ``device``.
+
+    On a GPU, ``get_inputs()`` runs with the GPU as torch's default device, so its factory calls
+    (``torch.randn(...)``) make the tensors there directly: a 256 MiB input costs milliseconds
+    instead of seconds of CPU time. Both workers use the same device and seed, so they still get
+    the same bytes. A problem that names ``device="cpu"`` explicitly still works (it is moved).
+    """
     _manual_seed(input_seed)
-    values = list(problem.get_inputs())
+    with _torch_device(device) if device.type == "cuda" else contextlib.nullcontext():
+        values = list(problem.get_inputs())
     return [v.to(device) if isinstance(v, torch.Tensor) else v for v in values]
 
 

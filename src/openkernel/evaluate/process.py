@@ -35,6 +35,7 @@ __all__ = [
     "BoundedLog",
     "WorkerProcess",
     "drain_into",
+    "kill_process_tree",
     "kill_tree",
     "worker_environment",
 ]
@@ -235,6 +236,27 @@ def kill_tree(proc: subprocess.Popen[bytes], marker: str, known: Sequence[int] =
     with contextlib.suppress(subprocess.TimeoutExpired):  # SIGKILL does not fail; belt and braces
         proc.wait(timeout=10)
     return _kill_pids(tree) + _kill_marked(marker)
+
+
+def kill_process_tree(root: int) -> tuple[str, ...]:
+    """SIGKILL ``root``, its process group and every descendant, also those in process groups of their own.
+
+    ninja starts each command (nvcc, and nvcc's cicc and ptxas) in a process group of its own, so
+    killing the group of the build's leader would orphan them. The tree is frozen first (SIGSTOP,
+    repeated until no new descendant appears), so nothing can fork away while it is being listed.
+    """
+    frozen: set[int] = set()
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.kill(root, signal.SIGSTOP)
+    while new := [pid for pid in _descendants(root) if pid not in frozen]:
+        for pid in new:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGSTOP)
+        frozen.update(new)
+    _killpg(root)
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.kill(root, signal.SIGKILL)
+    return _kill_pids(sorted(frozen))
 
 
 def _killpg(pgid: int) -> None:

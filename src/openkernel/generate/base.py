@@ -68,6 +68,14 @@ class Generator:
     def propose(self, context: Context, on_text: Callable[[str], None] | None = None) -> Proposal:
         raise NotImplementedError
 
+    def exhausted(self, iteration: int) -> str | None:
+        """Why there is nothing to propose for ``iteration`` (the session then ends with this reason); None: go on.
+
+        Most generators never run out. One with a fixed list (a replay) says so here, before the loop
+        starts an iteration it could not fill. Keyed by iteration, not by calls, so a resume agrees.
+        """
+        return None
+
 
 class ScriptedGenerator(Generator):
     """Returns the given proposals in order (streaming each one's text); records every context."""

@@ -175,7 +175,7 @@ class _Run:
                 if self.controls.is_paused:
                     yield from self.pause(state)
                     continue
-                reason = self.budget_spent(state)
+                reason = self.generator.exhausted(state.next_iteration) or self.budget_spent(state)
                 if reason is not None:
                     yield from self.finish(state, reason)
                     return
@@ -226,8 +226,8 @@ class _Run:
             state.backend = switched
         hints = (*state.hints, *self.controls.take_hints())
         state.hints = ()
-        intent = "; ".join([*([f"switch to {switched}"] if switched else []), *(f"user hint: {h}" for h in hints)])
-        yield from self.emit(IterationStarted(self.session_id, self.now(), it, intent or None))
+        intent = f"switch to {switched}" if switched else None
+        yield from self.emit(IterationStarted(self.session_id, self.now(), it, intent, state.backend, hints))
         context = self.context(state, hints)
         proposal: Proposal | None = None
         for item in self.propose(context):
@@ -258,7 +258,7 @@ class _Run:
             path, kernel_file = self.write_kernel(it, proposal.source, kernel_dir)
             digest = hashlib.sha256(proposal.source.encode("utf-8")).hexdigest()
             yield from self.emit(KernelProposed(self.session_id, self.now(), it, kernel_file, proposal.intent, digest))
-            result = self.evaluator.evaluate(self.problem, path)
+            result = self.evaluator.evaluate(self.problem, path, state.backend)
             result_json = result.to_json()
             yield from self.emit(EvaluationFinished(self.session_id, self.now(), it, result_json))
             if result.profile is not None:

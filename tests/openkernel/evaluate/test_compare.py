@@ -63,3 +63,17 @@ def test_integers_compare_exactly() -> None:
     e = torch.tensor([1, 2, 3])
     got = check_output(e, torch.tensor([1, 2, 4]), tolerance_for(torch.int64))
     assert (got.passed, got.reason) == (False, "output: 1 of 3 elements differ")
+
+
+def test_an_error_past_the_first_chunk_is_found_and_counted() -> None:
+    # Large outputs are checked in chunks; a single bad element in a later chunk must still fail the check.
+    e = torch.linspace(-1.0, 1.0, 3 * (1 << 20) + 5)
+    a = e.clone()
+    a[2 * (1 << 20) + 7] += 0.5
+    got = check_output(e, a, FP32)
+    assert (got.passed, got.mismatched) == (False, 1)
+    assert got.reason == (
+        f"output: mismatch at 1 of {e.numel()} elements (max abs error 0.5, tolerance atol=0.0001 rtol=0.0001)"
+    )
+    clean = check_output(e, e + 1e-5, FP32)
+    assert clean.passed and clean.max_abs_error is not None and abs(clean.max_abs_error - 1e-5) < 1e-6

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import openkernel
-from openkernel.evaluate.process import BoundedLog, worker_environment
+from openkernel.evaluate.process import BoundedLog, kill_process_tree, worker_environment
 
 
 def test_environment_is_allow_listed_and_scrubbed(tmp_path: Path) -> None:
@@ -45,3 +49,41 @@ def test_bounded_log_keeps_head_and_tail() -> None:
     log.feed(b"abcdefghij")
     assert log.total_bytes == 1020
     assert log.text() == "0123456789\n[... 1000 bytes of output dropped ...]\nabcdefghij"
+
+
+# A leader that starts a child in a process group of its own (as ninja does with nvcc), which
+# starts a grandchild; each writes its pid to a file, then everything sleeps.
+_NINJA_LIKE = """
+import os, subprocess, sys, time
+out = sys.argv[1]
+grandchild = "import os, sys, time; open(sys.argv[1] + '/gc', 'w').write(str(os.getpid())); time.sleep(600)"
+child = (
+    "import os, subprocess, sys, time; open(sys.argv[1] + '/c', 'w').write(str(os.getpid())); "
+    f"subprocess.Popen([sys.executable, '-c', {grandchild!r}, sys.argv[1]]); time.sleep(600)"
+)
+subprocess.Popen([sys.executable, "-c", child, out], process_group=0)
+time.sleep(600)
+"""
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            return f.read().rsplit(b") ", 1)[1][:1] != b"Z"
+    except OSError:
+        return False
+
+
+def test_kill_process_tree_reaches_descendants_in_their_own_process_groups(tmp_path: Path) -> None:
+    leader = subprocess.Popen([sys.executable, "-c", _NINJA_LIKE, str(tmp_path)], start_new_session=True)
+    deadline = time.monotonic() + 30
+    while not ((tmp_path / "c").exists() and (tmp_path / "gc").exists()) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    time.sleep(0.1)  # the pid files are written; let the writes land
+    child, grandchild = int((tmp_path / "c").read_text()), int((tmp_path / "gc").read_text())
+    assert os.getpgid(child) == child != os.getpgid(leader.pid)  # the child really left the leader's group
+    killed = kill_process_tree(leader.pid)
+    leader.wait(timeout=10)
+    time.sleep(0.2)
+    assert (_alive(child), _alive(grandchild)) == (False, False)
+    assert len(killed) == 2 and all(sys.executable in cmd for cmd in killed)
