@@ -66,7 +66,8 @@ def print_result(result: EvalResult, console: Console | None = None) -> None:
     if result.kernels_launched:
         launched = ", ".join(f"{k.name}×{k.launches}" for k in result.kernels_launched)
         console.print(f"  [dim]kernels launched: {launched}[/]")
-    console.print(f"  [dim]{len(result.trials)} outputs checked · {result.wall_seconds:.1f} s[/]")
+    phases = " · ".join(f"{name} {seconds:.1f}" for name, seconds in result.phase_seconds.items())
+    console.print(f"  [dim]{len(result.trials)} outputs checked · {result.wall_seconds:.1f} s ({phases})[/]")
 
 
 def print_diagnosis(diagnosis: Diagnosis, console: Console | None = None) -> None:

@@ -134,6 +134,9 @@ class EvalResult:
     warnings: tuple[str, ...]
     wall_seconds: float
     log_tail: str  # the candidate worker's captured stdout/stderr, bounded
+    # Where the wall time went: "reference", "waiting for the GPU", "candidate import", "correctness
+    # trials", "timed calls", ... in seconds, in the order they happened.
+    phase_seconds: dict[str, float] = dataclasses.field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         out = _jsonable(dataclasses.asdict(dataclasses.replace(self, profile=None)))

@@ -61,17 +61,27 @@ class CandidateRun:
         self.stage = "import"
         self.speedup: float | None = None
         self.timing: TimingStats | None = None
+        self.phase_seconds: dict[str, float] = {}  # where this run's time went, in order
+        self._phase_start = started
+
+    def _mark(self, phase: str) -> None:
+        now = time.monotonic()
+        self.phase_seconds[phase] = round(now - self._phase_start, 3)
+        self._phase_start = now
 
     # -- driving the worker
 
     def execute(self) -> None:
         try:
             self._ready()
+            self._mark("candidate import")
             for index in range(len(self.plan.trials)):
                 self.stage = f"correctness trial {index}"
                 self._trial(index)
+            self._mark("correctness trials")
             self.stage = "timing"
             self._timing()
+            self._mark("timed calls")
             self.stage = "finish"
             done = self._recv("done")
             self.worker.snapshot_descendants()  # the worker waits for "exit", so its children are still its own
@@ -112,6 +122,7 @@ class CandidateRun:
                 self.warnings.append(reason)
         if self.status is EvalStatus.CORRECT:
             self._gates()
+        self._mark("gates and cleanup")
 
     def _died(self) -> tuple[EvalStatus, str]:
         info = self.worker.finish(grace_s=2.0)
@@ -409,4 +420,9 @@ class CandidateRun:
             warnings=tuple(warnings),
             wall_seconds=round(time.monotonic() - started, 3),
             log_tail=self.worker.log.text(),
+            phase_seconds={
+                **self.ctx.phase_seconds,
+                **self.phase_seconds,
+                **{f"re-measure: {k}": v for k, v in (second.phase_seconds if second else {}).items()},
+            },
         )

@@ -45,7 +45,10 @@ def evaluate_candidate(problem: Problem, candidate: Path, config: EvalConfig | N
     try:
         ctx = Context(problem, candidate, plan, config, env, started)
         cand_worker.channel.send(candidate_job(ctx))
+        waited = time.monotonic()
         with _device_lock(plan.device, config.cache_dir):
+            if plan.device.startswith("cuda"):  # on the CPU there is no lock to wait for
+                ctx.phase_seconds["waiting for the GPU"] = round(time.monotonic() - waited, 3)
             return _judge(ctx, ref_worker, cand_worker)
     finally:
         ref_worker.finish(kill=True)
@@ -70,7 +73,9 @@ def _device_lock(device: str, cache_dir: Path) -> Iterator[None]:
 
 
 def _judge(ctx: Context, ref_worker: WorkerProcess, cand_worker: WorkerProcess) -> EvalResult:
+    before = time.monotonic()
     ref = _run_reference(ref_worker, ctx.problem, ctx.plan, ctx.config)
+    ctx.phase_seconds["reference"] = round(time.monotonic() - before, 3)
     # The candidate's clock starts once the reference is done: its import ran alongside the
     # reference, and waiting for the reference is not the candidate's time.
     run = CandidateRun(cand_worker, ref, ctx, time.monotonic())

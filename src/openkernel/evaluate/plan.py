@@ -69,6 +69,7 @@ class Context:
     config: EvalConfig
     env: dict[str, str]
     started: float
+    phase_seconds: dict[str, float] = field(default_factory=dict)  # the parent's phases, before the candidate's
 
 
 def resolve_device(requested: str) -> str:

@@ -19,6 +19,12 @@ def test_a_large_speedup_is_measured_again_in_a_fresh_process() -> None:
     assert warning.endswith("the second figure is reported")
     assert result.candidate_timing is not None
     assert result.runtime_ms == result.candidate_timing.median_ms
+    # Where the time went, in order; the fresh process's own phases are labelled as the re-measurement.
+    own = ["reference", "candidate import", "correctness trials", "timed calls", "gates and cleanup"]
+    again = [f"re-measure: {p}" for p in own[1:]]
+    assert list(result.phase_seconds) == (["waiting for the GPU"] if HAS_GPU else []) + own + again
+    assert all(seconds >= 0 for seconds in result.phase_seconds.values())
+    assert sum(result.phase_seconds.values()) <= result.wall_seconds + 0.01
 
 
 def test_cpu_timings_are_marked_invalid_with_the_reason() -> None:
