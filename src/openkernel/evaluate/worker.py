@@ -11,6 +11,7 @@ with the stage it happened in; the process then exits.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import traceback
 from typing import Any
@@ -23,6 +24,8 @@ from openkernel.evaluate.worker_common import StageError
 from openkernel.evaluate.worker_reference import run_reference
 
 _ERROR_TAIL = 4000
+# Debugging the harness's own speed: a folder where each worker writes ``<role>-<pid>.pstats``.
+PROFILE_VAR = "OPENKERNEL_PROFILE_WORKERS"
 
 
 def _error_frame(stage: str, exc: BaseException) -> dict[str, Any]:
@@ -47,8 +50,23 @@ def main(argv: list[str] | None = None) -> int:
     secret = Channel.read_secret(args.rfd)
     ch = Channel(args.rfd, args.wfd, secret)
     job = ch.recv().header
+    folder = os.environ.get(PROFILE_VAR)
+    if not folder:
+        return _run(args.role, ch, job)
+    import cProfile
+
+    profiler = cProfile.Profile()
+    profiler.enable()
     try:
-        if args.role == "reference":
+        return _run(args.role, ch, job)
+    finally:
+        profiler.disable()
+        profiler.dump_stats(os.path.join(folder, f"{args.role}-{os.getpid()}.pstats"))
+
+
+def _run(role: str, ch: Channel, job: dict[str, Any]) -> int:
+    try:
+        if role == "reference":
             run_reference(ch, job)
         else:
             run_candidate(ch, job)

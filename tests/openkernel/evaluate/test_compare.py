@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import pytest
 import torch
 
-from openkernel.evaluate.compare import OutputCheck, Tolerance, check_output, tolerance_for
+from openkernel.evaluate.compare import OutputCheck, Tolerance, check_output, passes, tolerance_for
 
 FP32 = tolerance_for(torch.float32)
 
@@ -77,3 +78,20 @@ def test_an_error_past_the_first_chunk_is_found_and_counted() -> None:
     )
     clean = check_output(e, e + 1e-5, FP32)
     assert clean.passed and clean.max_abs_error is not None and abs(clean.max_abs_error - 1e-5) < 1e-6
+
+
+@pytest.mark.parametrize(
+    ("expected", "actual"),
+    [
+        (torch.tensor([1.0, 2.0]), torch.tensor([1.0, 2.00001])),
+        (torch.tensor([1.0, 2.0]), torch.tensor([1.0, 2.1])),
+        (torch.tensor([float("nan"), 2.0]), torch.tensor([float("nan"), 2.0])),
+        (torch.tensor([float("inf"), 2.0]), torch.tensor([float("inf"), 2.0])),
+        (torch.tensor([float("inf"), 2.0]), torch.tensor([float("-inf"), 2.0])),
+        (torch.tensor([1.0, 2.0]), torch.tensor([float("nan"), 2.0])),
+        (torch.tensor([1.0, 2.0]), torch.tensor([1.0, 2.0], dtype=torch.float16)),
+        (torch.tensor([3, 4]), torch.tensor([3, 4])),
+    ],
+)
+def test_passes_agrees_with_check_output(expected: torch.Tensor, actual: torch.Tensor) -> None:
+    assert passes(expected, actual, FP32) == check_output(expected, actual, FP32).passed

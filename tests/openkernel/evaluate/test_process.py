@@ -34,7 +34,7 @@ def test_environment_is_allow_listed_and_scrubbed(tmp_path: Path) -> None:
         "HOME": str(tmp_path / "private"),
         "TMPDIR": str(tmp_path / "private"),
         "PYTHONUNBUFFERED": "1",
-        "PYTHONDONTWRITEBYTECODE": "1",
+        "PYTHONPYCACHEPREFIX": str(tmp_path / "cache" / "pycache"),
         "TRITON_CACHE_DIR": str(tmp_path / "cache" / "triton"),
         "TORCH_EXTENSIONS_DIR": str(tmp_path / "cache" / "torch_extensions"),
         "TRITON_INTERPRET": "1",
