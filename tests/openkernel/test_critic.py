@@ -654,4 +654,7 @@ def test_diagnosis_to_json_round_trips_its_fields() -> None:
             }
         ],
         "lead": "Failed (compile_error)",
+        "critic": "rules",
+        "note": None,
     }
+    assert Diagnosis.from_json(diagnosis.to_json()) == diagnosis

@@ -8,7 +8,7 @@ one fixed shape to fill.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -79,6 +79,8 @@ class Diagnosis:
     changes: tuple[str, ...]  # since the previous best: "runtime 0.212 -> 0.134 ms (1.58x)"; empty without one
     next_steps: tuple[NextStep, ...]  # best first
     lead: str  # the first sentence of the summary: the change that matters most, or the state of the kernel
+    critic: str = "rules"  # who wrote the lead and next steps: "rules", or the LLM critic's "openai:gpt-4o"
+    note: str | None = None  # why the LLM critic was asked but its answer not used; None: nothing to say
 
     def summary(self) -> str:
         """One or two sentences: "L2 hit rate improved to 78%. Next: raise occupancy: ..."."""
@@ -98,7 +100,25 @@ class Diagnosis:
             "changes": list(self.changes),
             "next_steps": [{**dataclasses.asdict(s), "skill_ids": list(s.skill_ids)} for s in self.next_steps],
             "lead": self.lead,
+            "critic": self.critic,
+            "note": self.note,
         }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Diagnosis:
+        """The diagnosis ``to_json`` wrote; one written before ``critic`` and ``note`` existed reads as the rules'."""
+        steps = tuple(NextStep(**{**s, "skill_ids": tuple(s["skill_ids"])}) for s in data["next_steps"])
+        return cls(
+            bottleneck=data["bottleneck"],
+            headline=data["headline"],
+            evidence=tuple(data["evidence"]),
+            signals=tuple(data["signals"]),
+            changes=tuple(data["changes"]),
+            next_steps=steps,
+            lead=data["lead"],
+            critic=data.get("critic", "rules"),
+            note=data.get("note"),
+        )
 
 
 # The skills' op classes for the aten ops a reference runs (names as torch prints them, "aten._softmax";

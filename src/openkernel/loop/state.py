@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from openkernel.critic import Diagnosis, NextStep, Snapshot
+from openkernel.critic import Diagnosis, Snapshot
 from openkernel.events import (
     Decision,
     DiagnosisMade,
@@ -69,7 +69,7 @@ def rebuild_state(events: Sequence[Event], point: ResumePoint, session_dir: Path
             state.backend = str(e.result_json.get("backend", state.backend))
             state.history.append(past_result(e.iteration, intents.get(e.iteration), e.result_json))
         elif isinstance(e, DiagnosisMade):
-            state.diagnosis = _diagnosis(e.diagnosis_json)
+            state.diagnosis = Diagnosis.from_json(e.diagnosis_json)
         elif isinstance(e, Decision):
             state.last_error = e.reason if e.decision == "error" and e.iteration not in results else None
             if e.decision == "keep":
@@ -94,19 +94,6 @@ def rebuild_state(events: Sequence[Event], point: ResumePoint, session_dir: Path
     if starts and events:
         state.elapsed_before_s = max(0.0, events[-1].at_unix_s - starts[0])
     return state
-
-
-def _diagnosis(data: dict[str, Any]) -> Diagnosis:
-    steps = tuple(NextStep(**{**s, "skill_ids": tuple(s["skill_ids"])}) for s in data["next_steps"])
-    return Diagnosis(
-        bottleneck=data["bottleneck"],
-        headline=data["headline"],
-        evidence=tuple(data["evidence"]),
-        signals=tuple(data["signals"]),
-        changes=tuple(data["changes"]),
-        next_steps=steps,
-        lead=data["lead"],
-    )
 
 
 def _float(value: object) -> float | None:

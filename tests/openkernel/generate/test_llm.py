@@ -14,7 +14,7 @@ import pytest
 from openkernel.errors import ConfigError
 from openkernel.generate.base import Context, PastResult, Proposal, Usage
 from openkernel.generate.extract import NO_CODE_BLOCK
-from openkernel.generate.llm import LLMConfig, LLMGenerator, render_prompt, resolve_key
+from openkernel.generate.llm import LLMConfig, LLMGenerator, full_prompt, render_prompt, resolve_key
 from openkernel.generate.pricing import Price
 from tests.llm_fakes import FakeServer, Step, anthropic_events, error_body, openai_events, silent, sse, status
 
@@ -90,6 +90,7 @@ def generator(
     return LLMGenerator(config, KEY, prices=USER_PRICES, sleep=sleep)
 
 
+PROMPT = full_prompt(*render_prompt(CONTEXT))  # what every proposal records: the system and user prompt sent
 GOOD = Proposal(
     source=GOOD_SOURCE, intent="fuse the softmax", text="".join(GOOD_DELTAS), usage=None, error=None
 )  # usage filled per provider
@@ -102,7 +103,7 @@ def test_good_reply_streams_deltas_and_counts_cost(provider: Provider, serve: Ca
     server = serve(sse(provider.events(GOOD_DELTAS)))
     seen: list[str] = []
     proposal = generator(provider, server).propose(CONTEXT, seen.append)
-    assert proposal == Proposal(GOOD.source, GOOD.intent, GOOD.text, Usage(1000, 500, provider.cost_usd), None)
+    assert proposal == Proposal(GOOD.source, GOOD.intent, GOOD.text, Usage(1000, 500, provider.cost_usd), None, PROMPT)
     assert seen == GOOD_DELTAS
     system, user = render_prompt(CONTEXT)
     (path, headers, body), *_ = server.requests
@@ -130,7 +131,7 @@ def test_reply_without_code_is_a_recorded_error(provider: Provider, serve: Calla
     proposal = generator(provider, server).propose(CONTEXT)
     text = "I would fuse the softmax. Shall I?"
     assert proposal == Proposal(
-        None, "I would fuse the softmax.", text, Usage(1000, 500, provider.cost_usd), NO_CODE_BLOCK
+        None, "I would fuse the softmax.", text, Usage(1000, 500, provider.cost_usd), NO_CODE_BLOCK, PROMPT
     )
 
 
@@ -138,7 +139,9 @@ def test_an_echoed_key_is_redacted_from_the_proposal(provider: Provider, serve: 
     server = serve(sse(provider.events([f"Intent: leak {KEY}\n", "no code"])))
     proposal = generator(provider, server).propose(CONTEXT)
     text = "Intent: leak [redacted]\nno code"
-    assert proposal == Proposal(None, "leak [redacted]", text, Usage(1000, 500, provider.cost_usd), NO_CODE_BLOCK)
+    assert proposal == Proposal(
+        None, "leak [redacted]", text, Usage(1000, 500, provider.cost_usd), NO_CODE_BLOCK, PROMPT
+    )
 
 
 # --- retries -----------------------------------------------------------------------------------
@@ -150,7 +153,7 @@ def test_429_waits_for_retry_after_then_succeeds(provider: Provider, serve: Call
     sleeps: list[float] = []
     started = time.monotonic()
     proposal = generator(provider, server, sleeps).propose(CONTEXT)
-    assert proposal == Proposal(GOOD.source, GOOD.intent, GOOD.text, Usage(1000, 500, provider.cost_usd), None)
+    assert proposal == Proposal(GOOD.source, GOOD.intent, GOOD.text, Usage(1000, 500, provider.cost_usd), None, PROMPT)
     assert (len(server.requests), sleeps) == (2, [1.0])
     assert time.monotonic() - started >= 1.0
 
@@ -167,7 +170,7 @@ def test_500_then_success(provider: Provider, serve: Callable[..., FakeServer]) 
     server = serve(status(500, error_body(provider.name, "api_error", "boom")), sse(provider.events(GOOD_DELTAS)))
     sleeps: list[float] = []
     proposal = generator(provider, server, sleeps).propose(CONTEXT)
-    assert proposal == Proposal(GOOD.source, GOOD.intent, GOOD.text, Usage(1000, 500, provider.cost_usd), None)
+    assert proposal == Proposal(GOOD.source, GOOD.intent, GOOD.text, Usage(1000, 500, provider.cost_usd), None, PROMPT)
     assert (len(server.requests), sleeps) == (2, [0.01])
 
 
@@ -176,7 +179,7 @@ def test_500_forever_gives_up_after_max_retries(provider: Provider, serve: Calla
     sleeps: list[float] = []
     proposal = generator(provider, server, sleeps).propose(CONTEXT)
     error = f"gave up after 3 attempts to {provider.base_url(server)}: HTTP 500: boom"
-    assert proposal == Proposal(None, "", "", None, error)
+    assert proposal == Proposal(None, "", "", None, error, PROMPT)
     assert (len(server.requests), sleeps) == (3, [0.01, 0.02])
 
 
@@ -194,7 +197,7 @@ def test_malformed_stream_is_a_recorded_error(provider: Provider, serve: Callabl
         f"malformed stream from {provider.base_url(server)}: JSONDecodeError: "
         "Expecting property name enclosed in double quotes: line 1 column 2 (char 1)"
     )
-    assert proposal == Proposal(None, "", "", None, error)
+    assert proposal == Proposal(None, "", "", None, error, PROMPT)
     assert len(server.requests) == 1
 
 
@@ -203,7 +206,7 @@ def test_silent_server_times_out(provider: Provider, serve: Callable[..., FakeSe
     started = time.monotonic()
     proposal = generator(provider, server, timeout_s=0.5).propose(CONTEXT)
     error = f"no complete reply from {provider.base_url(server)} within timeout_s=0.5"
-    assert proposal == Proposal(None, "", "", None, error)
+    assert proposal == Proposal(None, "", "", None, error, PROMPT)
     assert time.monotonic() - started < 3.0
     assert len(server.requests) == 1  # a timeout is not retried: it would multiply the wait
 
@@ -248,7 +251,7 @@ def test_other_4xx_is_a_recorded_error_not_retried(provider: Provider, serve: Ca
     server = serve(status(400, error_body(provider.name, "invalid_request_error", "prompt is too long")))
     proposal = generator(provider, server).propose(CONTEXT)
     error = f"{provider.base_url(server)} refused the request (HTTP 400): prompt is too long"
-    assert proposal == Proposal(None, "", "", None, error)
+    assert proposal == Proposal(None, "", "", None, error, PROMPT)
     assert len(server.requests) == 1
 
 
