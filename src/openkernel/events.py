@@ -253,9 +253,19 @@ def from_json(data: Any) -> Event:
     return event
 
 
+_HINTS: dict[type[Any], dict[str, Any]] = {}
+
+
+def _type_hints(cls: type[Any]) -> dict[str, Any]:
+    """``cls``'s resolved field types, once per class: resolving them per line dominated reading a long session."""
+    if cls not in _HINTS:
+        _HINTS[cls] = typing.get_type_hints(cls)
+    return _HINTS[cls]
+
+
 def _build(cls: type[Any], data: Mapping[str, Any], what: str, prefix: str) -> Any:
     """``cls`` from ``data`` (whose keys are checked); errors name ``what``'s field ``prefix`` + its name."""
-    hints = typing.get_type_hints(cls)
+    hints = _type_hints(cls)
     values: dict[str, Any] = {}
     for field in dataclasses.fields(cls):
         if field.name in data:  # absent only where an older schema lacked it: the default stands

@@ -5,6 +5,7 @@ Layout of ``<home>/<session id>/`` (home defaults to ``$XDG_DATA_HOME/kernel-cod
     events.jsonl     the source of truth: one event per line, each flushed and fsynced; never rewritten
     config.json      the SessionConfig the session was created with (written once)
     kernels/         every proposed kernel as its own file: iter_0007.py (a redo: iter_0007_redo1.py)
+    prompts/         the full prompt of each LLM iteration, scrubbed of secrets: iter_0007.md (for traces)
     best.py          a copy of the best kernel so far (replaced atomically)
     results.tsv      a view regenerated from the events: iteration, status, speedup, runtime_ms, ...
 
@@ -42,6 +43,7 @@ from openkernel.events import (
     from_json,
     to_json,
 )
+from openkernel.traces.scrub import scrub
 
 __all__ = [
     "DirectoryStore",
@@ -58,6 +60,7 @@ __all__ = [
 EVENTS_FILE = "events.jsonl"
 CONFIG_FILE = "config.json"
 KERNELS_DIR = "kernels"
+PROMPTS_DIR = "prompts"
 BEST_FILE = "best.py"
 RESULTS_FILE = "results.tsv"
 RESULTS_COLUMNS = ("iteration", "status", "speedup", "runtime_ms", "decision", "intent", "kernel")
@@ -257,6 +260,18 @@ class DirectoryStore(SessionStore):
                     f"refusing to overwrite {path}: iteration {iteration} is complete and its kernel differs"
                 )
         raise StoreError(f"iteration {iteration} has been redone 1000 times in {self.path}: start a new session")
+
+    def write_prompt(self, iteration: int, prompt: str) -> Path:
+        """Write ``prompts/iter_NNNN.md``, the full prompt of ``iteration``, scrubbed of secrets first.
+
+        Not an event (a prompt is large and no view needs it live) but kept for the traces export; a
+        redo of an interrupted iteration replaces it, so it always belongs to the attempt that was decided.
+        """
+        folder = self.path / PROMPTS_DIR
+        folder.mkdir(exist_ok=True)
+        path = folder / f"iter_{iteration:04d}.md"
+        _write_atomic(path, scrub(prompt).encode("utf-8"))
+        return path
 
     def set_best(self, iteration: int) -> Path:
         """Copy the kernel of ``iteration`` (its last ``KernelProposed``) to ``best.py``, atomically."""

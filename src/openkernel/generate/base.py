@@ -58,6 +58,7 @@ class Proposal:
     text: str  # the full reply (or notes) behind it
     usage: Usage | None
     error: str | None  # why ``source`` is None: recorded, and told to the next prompt
+    prompt: str | None = None  # the full prompt sent (system and user), for traces; None: no prompt (not an LLM)
 
 
 class Generator:

@@ -236,6 +236,8 @@ class _Run:
             else:
                 proposal = item
         assert proposal is not None
+        if proposal.prompt is not None and isinstance(self.store, DirectoryStore):
+            self.store.write_prompt(it, proposal.prompt)  # for traces, also ones exported later
         if proposal.usage is not None:
             u = proposal.usage
             state.total_tokens += u.prompt_tokens + u.completion_tokens
