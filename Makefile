@@ -21,9 +21,14 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install -q -e '.[test]'
 	touch $(STAMP)
 
-# Until the TUI exists: evaluate the bundled example kernel and print the verdict.
+# The TUI on the bundled example: the offline generator (no key needed), on the CPU when there is no
+# GPU. Without a terminal (a pipe, CI) the same session runs headless.
 run: setup
-	$(VENV)/bin/kernel-code eval softmax_fp32 tests/solutions/softmax_fp32.py
+	@if [ -t 0 ] && [ -t 1 ]; then \
+	  $(VENV)/bin/kernel-code optimize softmax_fp32 --iterations 5; \
+	else \
+	  $(VENV)/bin/kernel-code optimize softmax_fp32 --iterations 5 --headless; \
+	fi
 
 lint: setup
 	$(VENV)/bin/ruff check src tests bench

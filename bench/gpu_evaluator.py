@@ -6,7 +6,7 @@ separate evaluations (median-to-median spread), and every bundled problem's hone
 Writes one JSON line per evaluation to OUT/evaluator.jsonl and prints a table last.
 
     PYTHONPATH=src python3 bench/gpu_evaluator.py --out DIR [--deadline-s 540] [--only zoo,fidelity,solutions]
-        [--problems matmul_fp32,row_sum_fp32]
+        [--problems matmul_fp32,row_sum_fp32] [--zoo side_stream,patch_clock]
 """
 
 from __future__ import annotations
@@ -60,6 +60,7 @@ def main() -> int:
     parser.add_argument("--only", default="zoo,fidelity,solutions")
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--problems", default="", help="comma-separated bundled problems (default: all)")
+    parser.add_argument("--zoo", default="", help="comma-separated attack files to run (default: all GPU ones)")
     args = parser.parse_args()
     started = time.monotonic()
     args.out.mkdir(parents=True, exist_ok=True)
@@ -96,7 +97,7 @@ def main() -> int:
         return record
 
     if "zoo" in parts:
-        for name in ZOO_ON_GPU:
+        for name in [z for z in args.zoo.split(",") if z] or ZOO_ON_GPU:
             if left() < 60:
                 break
             path = ROOT / "tests" / "kernels" / f"{name}.py"

@@ -7,8 +7,19 @@ import json
 import sys
 from typing import NoReturn
 
-from kernel_code import hardware_cmd, optimize_cmd, profile_cmd, sessions_cmd, skills_cmd
+from kernel_code import (
+    config_cmd,
+    doctor_cmd,
+    hardware_cmd,
+    optimize_cmd,
+    profile_cmd,
+    replay_cmd,
+    sessions_cmd,
+    skills_cmd,
+    traces_cmd,
+)
 from kernel_code.arguments import add_problem_arguments, positive_float
+from kernel_code.tui import launch as tui_launch
 from openkernel import EvalConfig, EvalResult, OpenKernelError, evaluate_candidate, load_problem
 from openkernel.critic import Diagnosis, RuleCritic, op_classes_of, snapshot_of
 
@@ -43,6 +54,11 @@ def _parser() -> _Parser:
     profile_cmd.add_parser(sub)
     sessions_cmd.add_parser(sub)
     optimize_cmd.add_parsers(sub)
+    replay_cmd.add_parser(sub)
+    config_cmd.add_parser(sub)
+    doctor_cmd.add_parser(sub)
+    tui_launch.add_view_parser(sub)
+    traces_cmd.add_parser(sub)
     return parser
 
 
@@ -57,6 +73,11 @@ def main(argv: list[str] | None = None) -> int:
             "sessions": sessions_cmd.run,
             "optimize": optimize_cmd.run_optimize,
             "resume": optimize_cmd.run_resume,
+            "replay": replay_cmd.run,
+            "config": config_cmd.run,
+            "doctor": doctor_cmd.run,
+            "view": tui_launch.run_view,
+            "traces": traces_cmd.run,
         }[args.command]
         return handler(args)
     except OpenKernelError as err:

@@ -1,19 +1,21 @@
-"""``kernel-code optimize`` and ``kernel-code resume``: run (or continue) a session, headless for now.
+"""``kernel-code optimize`` and ``kernel-code resume``: run (or continue) a session.
 
-Until the TUI exists, progress is printed line by line (rich). The session is recorded in its
-directory as it runs; ``resume`` continues one, also after the process was killed.
+The session opens in the TUI (``kernel_code.tui.launch``), or with ``--headless`` its progress is
+printed line by line (rich). The session is recorded in its directory as it runs; ``resume``
+continues one, also after the process was killed.
 """
 
 from __future__ import annotations
 
 import argparse
-import os
 from pathlib import Path
 from typing import Any
 
 from rich.console import Console
 
 from kernel_code.arguments import positive_float
+from kernel_code.models import CRITIC_HELP, MODEL_HELP, ModelRequest, make_critic, make_generator
+from kernel_code.traces_cmd import capturing
 from openkernel import EvalConfig, ProcessEvaluator, load_problem, optimize, resume_session
 from openkernel.errors import ConfigError
 from openkernel.events import (
@@ -30,95 +32,136 @@ from openkernel.events import (
     UsageUpdate,
 )
 from openkernel.generate import Generator
-from openkernel.generate.human import HumanGenerator
-from openkernel.generate.llm import LLMConfig, LLMGenerator, resolve_key
-from openkernel.store import DirectoryStore, default_home
+from openkernel.settings import Settings, default_model, key_environment, load_settings, with_flags
+from openkernel.store import DirectoryStore
+from openkernel.types import Problem
 
 __all__ = ["add_parsers", "run_optimize", "run_resume"]
 
-_NO_MODEL = (
-    "no model chosen: pass --model openai:MODEL or --model anthropic:MODEL (with OPENAI_API_KEY or "
-    "ANTHROPIC_API_KEY set), or --model human to write the kernels yourself (the offline generator is not built yet)"
-)
+_CAPTURE_HELP = "when the session ends, write its traces (Parquet, secrets scrubbed) to the traces dir (traces.enabled)"
 
 
 def add_parsers(subparsers: argparse._SubParsersAction[Any]) -> None:
     opt: argparse.ArgumentParser = subparsers.add_parser("optimize", help="run an optimisation session on a problem")
     opt.add_argument("problem", help="problem file, bundled problem name, or KernelBench id like L1#23")
-    opt.add_argument("--backend", choices=["triton", "cuda"], default="triton")
-    opt.add_argument("--model", default=None, help="openai:MODEL, anthropic:MODEL, human[:FILE]")
+    opt.add_argument("--backend", choices=["triton", "cuda"], default=None, help="default: triton, or the settings'")
+    opt.add_argument("--model", default=None, help=MODEL_HELP)
     opt.add_argument("--base-url", default=None, help="an OpenAI-compatible server (vLLM, Ollama, OpenRouter...)")
-    opt.add_argument("--iterations", type=int, default=10, help="iteration budget")
+    opt.add_argument("--iterations", type=int, default=None, help="iteration budget (default: 10, or the settings')")
     opt.add_argument("--session-dir", type=Path, default=None, help="put the session exactly here")
-    opt.add_argument("--headless", action="store_true", help="print progress instead of the TUI (the only mode yet)")
-    opt.add_argument("--timeout", type=positive_float, default=300.0, help="seconds for each candidate's evaluation")
-    opt.add_argument("--size", choices=["auto", "full", "small"], default="auto")
+    opt.add_argument("--headless", action="store_true", help="print progress line by line instead of the TUI")
+    opt.add_argument("--timeout", type=positive_float, default=None, help="seconds for each candidate's evaluation")
+    opt.add_argument("--size", choices=["auto", "full", "small"], default=None)
     opt.add_argument("--kernelbench", type=Path, default=None, help="a KernelBench checkout, for ids like L1#23")
+    opt.add_argument("--critic", default="rule", help=CRITIC_HELP)
+    opt.add_argument("--critic-base-url", default=None, help="the LLM critic's server (default: its provider's)")
+    opt.add_argument("--capture-traces", action="store_true", default=None, help=_CAPTURE_HELP)
     res: argparse.ArgumentParser = subparsers.add_parser("resume", help="continue a recorded session")
     res.add_argument("session", help="a session directory, or a session id under the sessions home")
     res.add_argument("--model", default=None, help="the generator to continue with (default: the session's)")
     res.add_argument("--base-url", default=None)
-    res.add_argument("--headless", action="store_true")
-    res.add_argument("--timeout", type=positive_float, default=300.0)
+    res.add_argument("--headless", action="store_true", help="print progress line by line instead of the TUI")
+    res.add_argument("--timeout", type=positive_float, default=None)
     res.add_argument("--kernelbench", type=Path, default=None)
+    res.add_argument("--capture-traces", action="store_true", default=None, help=_CAPTURE_HELP)
 
 
-def _generator(model: str | None, base_url: str | None, session_dir: Path) -> Generator:
-    if model is None or model == "offline":
-        raise ConfigError(_NO_MODEL)
-    if model == "human" or model.startswith("human:"):
-        path = Path(model.partition(":")[2]) if ":" in model else session_dir / "candidate.py"
-        return HumanGenerator(path)
-    provider, sep, name = model.partition(":")
-    if not sep or provider not in ("openai", "anthropic") or not name:
-        raise ConfigError(f"unknown model {model!r}: {_NO_MODEL}")
-    config = LLMConfig(provider=provider, model=name, base_url=base_url)
-    return LLMGenerator(config, resolve_key(config, dict(os.environ)))
+def _generator(
+    model: str | None, args: argparse.Namespace, problem: Problem, session_dir: Path, backend: str
+) -> Generator:
+    request = ModelRequest(problem, session_dir, backend, args.base_url, env=args.key_env, price_file=args.price_file)
+    return make_generator(model or "offline", request)  # no model named: the offline generator
+
+
+# option -> setting: an option left out takes the setting's value (defaults < config files < environment)
+_SETTINGS_OF = {
+    "model": "loop.model",
+    "backend": "loop.backend",
+    "iterations": "loop.iterations",
+    "timeout": "evaluate.timeout_s",
+    "size": "evaluate.size",
+    "capture_traces": "traces.enabled",
+}
+
+
+def _apply_settings(args: argparse.Namespace, options: tuple[str, ...]) -> Settings:
+    """Fill the ``options`` left out from the settings (flags win), and set ``args.key_env``: the
+    environment plus the configured API keys, for the LLM builder only (never the process's environment)."""
+    given = {_SETTINGS_OF[o]: (f"--{o}", getattr(args, o)) for o in options if getattr(args, o) is not None}
+    settings = with_flags(load_settings(), given)
+    for option in options:
+        setattr(args, option, default_model(settings) if option == "model" else settings.value(_SETTINGS_OF[option]))
+    args.key_env = key_environment(settings)
+    args.price_file = settings.prices.file
+    return settings
+
+
+def _fill_base_url(args: argparse.Namespace, settings: Settings, model: str) -> None:
+    provider = model.partition(":")[0]
+    if args.base_url is None and provider in ("openai", "anthropic"):
+        args.base_url = getattr(settings, provider).base_url
 
 
 def run_optimize(args: argparse.Namespace) -> int:
+    settings = _apply_settings(args, ("model", "backend", "iterations", "timeout", "size", "capture_traces"))
+    _fill_base_url(args, settings, args.model)
     problem = load_problem(args.problem, kernelbench=args.kernelbench)
-    if args.iterations < 1:
-        raise ConfigError("--iterations must be at least 1")
+    provider = args.critic.partition(":")[0]  # the LLM critic's server: the flag's, else the provider's setting
+    configured = getattr(settings, provider).base_url if provider in ("openai", "anthropic") else None
+    critic = make_critic(args.critic, args.critic_base_url or configured, args.key_env)
     config = SessionConfig(
         backend=args.backend,
         model=args.model or "offline",
         size=args.size,
         max_iterations=args.iterations,
-        wall_time_budget_s=None,
-        token_budget=None,
-        cost_budget_usd=None,
+        wall_time_budget_s=settings.loop.wall_time_budget_s,
+        token_budget=settings.loop.token_budget,
+        cost_budget_usd=settings.loop.cost_budget_usd,
     )
     if args.session_dir is not None:
         store = DirectoryStore.create_at(args.session_dir, problem.name, config)
     else:
-        store = DirectoryStore.create(default_home(), problem.name, config)
-    generator = _generator(args.model, args.base_url, store.path)
+        store = DirectoryStore.create(settings.sessions.home, problem.name, config)
+    generator = _generator(args.model, args, problem, store.path, args.backend)
     evaluator = ProcessEvaluator(EvalConfig(backend=args.backend, size=args.size, timeout_s=args.timeout))
-    console = Console()
-    console.print(f"session {store.session_id} in {store.path}", markup=False, highlight=False)
-    for event in optimize(problem, generator, evaluator, store, config):
-        _print(event, console)
-    return 0
+    with capturing(args.capture_traces, store.path, settings.traces.dir):
+        if not args.headless:
+            from kernel_code.tui.launch import open_session
+
+            return open_session(store.path, lambda c: optimize(problem, generator, evaluator, store, config, critic, c),
+                                trace=args.capture_traces)  # fmt: skip
+        console = Console()
+        console.print(f"session {store.session_id} in {store.path}", markup=False, highlight=False)
+        for event in optimize(problem, generator, evaluator, store, config, critic):
+            _print(event, console)
+        return 0
 
 
 def run_resume(args: argparse.Namespace) -> int:
+    settings = _apply_settings(args, ("timeout", "capture_traces"))  # the rest: the session's own, or the flags
     path = Path(args.session)
     if not path.is_dir():
-        path = default_home() / args.session
+        path = settings.sessions.home / args.session
     store = DirectoryStore.open(path)
     started = next((e for e in store.read_events().events if isinstance(e, SessionStarted)), None)
     if started is None:
         raise ConfigError(f"{path} has no recorded start: it cannot be resumed, start a new session")
     problem = load_problem(started.problem_path if Path(started.problem_path).is_file() else started.problem_name,
                            kernelbench=args.kernelbench)  # fmt: skip
-    generator = _generator(args.model or store.config.model, args.base_url, store.path)
+    _fill_base_url(args, settings, args.model or store.config.model)
+    generator = _generator(args.model or store.config.model, args, problem, store.path, store.config.backend)
     evaluator = ProcessEvaluator(EvalConfig(backend=store.config.backend, size=store.config.size,
                                             timeout_s=args.timeout))  # fmt: skip
-    console = Console()
-    for event in resume_session(store, problem, generator, evaluator):
-        _print(event, console)
-    return 0
+    with capturing(args.capture_traces, store.path, settings.traces.dir):
+        if not args.headless:
+            from kernel_code.tui.launch import open_session
+
+            return open_session(store.path, lambda c: resume_session(store, problem, generator, evaluator, controls=c),
+                                history=store.read_events().events, trace=args.capture_traces)  # fmt: skip
+        console = Console()
+        for event in resume_session(store, problem, generator, evaluator):
+            _print(event, console)
+        return 0
 
 
 def _print(event: Event, console: Console) -> None:
@@ -131,7 +174,9 @@ def _line(event: Event) -> str | None:
     if isinstance(event, SessionStarted):
         return f"started: {event.problem_name} · {event.backend} · {event.model} · {event.device}"
     if isinstance(event, IterationStarted):
-        return f"#{event.iteration} started" + (f" ({event.intent})" if event.intent else "")
+        intent = f" {event.intent}" if event.intent else ""
+        hints = "".join(f" · hint: {h}" for h in event.hints)
+        return f"#{event.iteration} started ({event.backend or '?'}){intent}{hints}"
     if isinstance(event, KernelProposed):
         return f"#{event.iteration} proposed: {event.intent} -> {event.kernel_file}"
     if isinstance(event, EvaluationFinished):
