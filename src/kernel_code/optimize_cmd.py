@@ -16,6 +16,7 @@ from rich.console import Console
 from kernel_code.arguments import positive_float
 from kernel_code.models import CRITIC_HELP, MODEL_HELP, ModelRequest, make_critic, make_generator
 from kernel_code.traces_cmd import capturing
+from kernel_code.tui import require_terminal
 from openkernel import EvalConfig, ProcessEvaluator, load_problem, optimize, resume_session
 from openkernel.errors import ConfigError
 from openkernel.events import (
@@ -118,6 +119,8 @@ def run_optimize(args: argparse.Namespace) -> int:
         token_budget=settings.loop.token_budget,
         cost_budget_usd=settings.loop.cost_budget_usd,
     )
+    if not args.headless:
+        require_terminal()
     if args.session_dir is not None:
         store = DirectoryStore.create_at(args.session_dir, problem.name, config)
     else:

@@ -18,6 +18,7 @@ from rich.table import Table
 
 from kernel_code.arguments import positive_float
 from kernel_code.optimize_cmd import _print as print_event
+from kernel_code.tui import require_terminal
 from openkernel import EvalConfig, ProcessEvaluator, load_problem, optimize
 from openkernel.events import Event, SessionConfig, SessionStarted
 from openkernel.generate.replay import ReplayGenerator, ReplayRow, compare, device_warning, find_session
@@ -34,7 +35,7 @@ def add_parser(subparsers: argparse._SubParsersAction[Any]) -> argparse.Argument
         "replay", help="re-evaluate a recorded session's kernels on this machine and compare"
     )
     parser.add_argument("session", help="a session directory, or a session id under the sessions home")
-    parser.add_argument("--headless", action="store_true", help="print progress line by line (the only mode yet)")
+    parser.add_argument("--headless", action="store_true", help="print progress line by line instead of the TUI")
     parser.add_argument("--session-dir", type=Path, default=None, help="put the new session exactly here")
     parser.add_argument("--timeout", type=positive_float, default=None, help="seconds for each candidate's evaluation")
     parser.add_argument("--kernelbench", type=Path, default=None, help="a KernelBench checkout, for ids like L1#23")
@@ -57,6 +58,8 @@ def run(args: argparse.Namespace) -> int:
         token_budget=None,
         cost_budget_usd=None,
     )
+    if not args.headless:
+        require_terminal()
     if args.session_dir is not None:
         store = DirectoryStore.create_at(args.session_dir, problem.name, config)
     else:
@@ -67,9 +70,16 @@ def run(args: argparse.Namespace) -> int:
     console.print(f"replaying session {rec.session_id}: {rec.summary()}", markup=False, highlight=False)
     console.print(f"session {store.session_id} in {store.path}", markup=False, highlight=False)
     events: list[Event] = []
-    for event in optimize(problem, generator, evaluator, store, config):
-        events.append(event)
-        print_event(event, console)
+    if args.headless:
+        for event in optimize(problem, generator, evaluator, store, config):
+            events.append(event)
+            print_event(event, console)
+    else:
+        from kernel_code.tui.launch import open_session
+
+        open_session(store.path, lambda controls: optimize(problem, generator, evaluator, store, config,
+                                                           controls=controls))  # fmt: skip
+        events = list(store.read_events().events)  # the table below, once the TUI is closed
     started = next(e for e in events if isinstance(e, SessionStarted))
     warning = device_warning(rec.device, started.device)
     if warning is not None:

@@ -106,3 +106,23 @@ def test_sigkill_mid_iteration_then_resume(tmp_path: Path) -> None:
     decisions = [(e.iteration, e.decision) for e in events if isinstance(e, Decision)]
     assert decisions[0] == (0, "keep")
     assert [i for i, _ in decisions] == [0, 1]
+
+
+@pytest.mark.parametrize("command", [["optimize", "softmax_fp32"], ["replay", "no-such-session"]])
+def test_without_a_terminal_the_tui_refuses_before_recording_anything(
+    command: list[str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from kernel_code.cli import main
+
+    if command[0] == "replay":  # a real recorded session to replay, so that only the terminal is missing
+        recorded = tmp_path / "recorded"
+        assert main(["optimize", "softmax_fp32", "--headless", "--size", "small", "--iterations", "1",
+                     "--session-dir", str(recorded)]) == 0  # fmt: skip
+        command = ["replay", str(recorded)]
+        capsys.readouterr()
+    target = tmp_path / "new-session"
+    assert main([*command, "--session-dir", str(target)]) == 2  # pytest's stdin is not a terminal
+    assert capsys.readouterr().err == (
+        "kernel-code: error: the TUI needs a terminal (stdin or stdout is not one): pass --headless to print progress\n"
+    )
+    assert not target.exists()
