@@ -118,7 +118,7 @@ def record(
     options = LoopOptions(
         clock=lambda: 0.0,
         wall_clock=lambda: float(next(clock)),
-        device="cuda:0 (NVIDIA H200)",
+        device=f"cuda:0 ({hardware})",  # the session ran on that GPU, and drew its roofline for it
         hardware_label=hardware,
         hints=hints,
         delta_flush_chars=10**9,  # one GeneratorDelta per reply

@@ -30,7 +30,7 @@ from openkernel.store import PROMPTS_DIR, DirectoryStore
 from openkernel.traces.schema import TRACE_SCHEMA_VERSION
 from openkernel.traces.scrub import scrub
 
-__all__ = ["TraceRow", "build_trace", "problem_fields"]
+__all__ = ["TraceRow", "build_trace", "problem_fields", "ran_on"]
 
 TraceRow = dict[str, Any]  # one row of OPTIMIZATION_TRACE, as pyarrow's from_pylist takes it
 
@@ -93,7 +93,7 @@ def build_trace(session_dir: Path) -> TraceRow:
         "session_id": store.session_id,
         "problem": problem_fields(started.problem_name),
         "problem_source": _read_text(Path(started.problem_path)),
-        "hardware": started.hardware_label,
+        "hardware": ran_on(started.device, started.hardware_label),
         "device": started.device,
         "backend": started.backend,
         "model": started.model,
@@ -237,3 +237,15 @@ def _scrubbed(value: Any, done: dict[str, str] | None = None) -> Any:
     if isinstance(value, list):
         return [_scrubbed(v, done) for v in value]
     return value
+
+
+def ran_on(device: str, hardware_label: str) -> str:
+    """Where the session's kernels ran: the GPU's name ("NVIDIA H200"), or "cpu" for the interpreter.
+
+    Not the roofline's target GPU: a CPU session's times say nothing about an H200, and its traces
+    must not be filed or counted with the H200's.
+    """
+    if not device.startswith("cuda"):
+        return "cpu"
+    name = device.partition("(")[2].rstrip(")").strip()
+    return name or hardware_label

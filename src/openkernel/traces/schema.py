@@ -119,7 +119,7 @@ OPTIMIZATION_TRACE = pa.schema(
         ("session_id", pa.string()),
         ("problem", PROBLEM),
         ("problem_source", pa.string()),  # the reference file's text; null when it could not be read at export
-        ("hardware", pa.string()),  # the GPU the roofline was drawn for, "NVIDIA H200"
+        ("hardware", pa.string()),  # where it ran: the GPU, "NVIDIA H200", or "cpu" (the Triton interpreter)
         ("device", pa.string()),  # where it ran, "cuda:0 (NVIDIA H200)" or "cpu (Triton interpreter)"
         ("backend", pa.string()),  # the backend the session started with: triton or cuda
         ("model", pa.string()),  # the generator's model, "anthropic:claude-...", "human", ...

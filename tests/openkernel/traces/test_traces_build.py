@@ -19,7 +19,7 @@ from openkernel.events import (
     SessionStarted,
 )
 from openkernel.store import DirectoryStore
-from openkernel.traces.build import build_trace, problem_fields
+from openkernel.traces.build import build_trace, problem_fields, ran_on
 from tests.trace_sessions import KERNEL_A, KERNEL_B, KERNEL_C, PROBLEM, STEPS, Step, record
 
 T0 = 1_795_000_000.0  # the session's start; each event is one second after the one before
@@ -199,8 +199,8 @@ def test_an_iteration_redone_after_a_kill_is_traced_as_its_decided_attempt(tmp_p
     config = SessionConfig("triton", "human", "full", None, None, None, None)
     store = DirectoryStore.create_at(tmp_path / "s", PROBLEM.name, config)
     sid = store.session_id
-    store.append(SessionStarted(sid, 10.0, PROBLEM.name, "/gone/softmax.py", "triton", "human", "cpu", "NVIDIA A100",
-                                config))  # fmt: skip
+    store.append(SessionStarted(sid, 10.0, PROBLEM.name, "/gone/softmax.py", "triton", "human",
+                                "cuda:0 (NVIDIA A100)", "NVIDIA A100", config))  # fmt: skip
     store.append(IterationStarted(sid, 11.0, 0, None, "triton", ()))
     store.append(GeneratorDelta(sid, 12.0, 0, "first attempt, killed"))
     store.append(Resumed(sid, 20.0, 0, "resumed after the process was killed: iteration 0 is redone", None))
@@ -257,3 +257,16 @@ def test_a_directory_without_a_recorded_start_is_a_store_error(tmp_path: Path) -
     with pytest.raises(StoreError) as caught:
         build_trace(tmp_path / "nothing")
     assert str(caught.value) == f"no session at {tmp_path / 'nothing'}: list them with `kernel-code sessions`"
+
+
+@pytest.mark.parametrize(
+    ("device", "label", "expected"),
+    [
+        ("cuda:0 (NVIDIA H200)", "NVIDIA H200", "NVIDIA H200"),
+        ("cuda:1 (NVIDIA A100-SXM4-80GB)", "NVIDIA H200", "NVIDIA A100-SXM4-80GB"),
+        ("cpu (Triton interpreter)", "NVIDIA H200", "cpu"),
+        ("cuda", "NVIDIA H100 SXM", "NVIDIA H100 SXM"),
+    ],
+)
+def test_a_trace_is_filed_under_where_it_ran_not_the_roofline_target(device: str, label: str, expected: str) -> None:
+    assert ran_on(device, label) == expected
