@@ -9,6 +9,7 @@ from typing import NoReturn
 
 from kernel_code import (
     config_cmd,
+    dashboard_cmd,
     doctor_cmd,
     hardware_cmd,
     optimize_cmd,
@@ -59,6 +60,7 @@ def _parser() -> _Parser:
     doctor_cmd.add_parser(sub)
     tui_launch.add_view_parser(sub)
     traces_cmd.add_parser(sub)
+    dashboard_cmd.add_parser(sub)
     return parser
 
 
@@ -78,6 +80,7 @@ def main(argv: list[str] | None = None) -> int:
             "doctor": doctor_cmd.run,
             "view": tui_launch.run_view,
             "traces": traces_cmd.run,
+            "dashboard": dashboard_cmd.run,
         }[args.command]
         return handler(args)
     except OpenKernelError as err:

@@ -9,13 +9,13 @@ the terminal is restored, so that the CLI reports it as one line like any other.
 from __future__ import annotations
 
 import argparse
-import sys
 import time
 from collections.abc import Callable, Iterable, Iterator
 from itertools import chain
 from pathlib import Path
 from typing import Any
 
+from kernel_code.tui import require_terminal
 from openkernel.errors import ConfigError
 from openkernel.events import Event
 from openkernel.loop import Controls
@@ -72,14 +72,14 @@ def open_session(
     trace: bool = False,
 ) -> int:
     """Run the TUI on ``history`` followed by ``stream(controls)``; the exit code, or the engine's error."""
-    if not (sys.stdin.isatty() and sys.stdout.isatty()):
-        raise ConfigError("the TUI needs a terminal (stdin or stdout is not one): pass --headless to print progress")
+    require_terminal()
+    from kernel_code.dashboard_cmd import tui_hook
     from kernel_code.tui.app import KernelCodeApp, TuiOptions
 
     recorded = tuple(history)
     app = KernelCodeApp(
         lambda controls: chain(recorded, stream(controls)),
-        TuiOptions(session_dir=session_dir, read_only=read_only, trace=trace),
+        TuiOptions(session_dir=session_dir, read_only=read_only, trace=trace, dashboard=tui_hook),
     )
     code = app.run()
     if app.engine_error is not None:

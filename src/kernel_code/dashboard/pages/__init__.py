@@ -1,0 +1,1 @@
+"""The dashboard's pages: ``sessions`` (the list at ``/``) and ``session`` (one session's panels)."""
