@@ -121,11 +121,16 @@ def run_optimize(args: argparse.Namespace) -> int:
     )
     if not args.headless:
         require_terminal()
+    existed = args.session_dir is not None and args.session_dir.exists()
     if args.session_dir is not None:
         store = DirectoryStore.create_at(args.session_dir, problem.name, config)
     else:
         store = DirectoryStore.create(settings.sessions.home, problem.name, config)
-    generator = _generator(args.model, args, problem, store.path, args.backend)
+    try:
+        generator = _generator(args.model, args, problem, store.path, args.backend)
+    except ConfigError:
+        _discard_empty_session(store.path, keep_folder=existed)  # nothing was recorded in it yet
+        raise
     evaluator = ProcessEvaluator(EvalConfig(backend=args.backend, size=args.size, timeout_s=args.timeout))
     with capturing(args.capture_traces, store.path, settings.traces.dir):
         if not args.headless:
@@ -138,6 +143,17 @@ def run_optimize(args: argparse.Namespace) -> int:
         for event in optimize(problem, generator, evaluator, store, config, critic):
             _print(event, console)
         return 0
+
+
+def _discard_empty_session(path: Path, keep_folder: bool) -> None:
+    """Remove what creating a session wrote (its config and empty files), when it never started."""
+    for child in sorted(path.rglob("*"), reverse=True):  # files before their folders
+        if child.is_dir():
+            child.rmdir()
+        else:
+            child.unlink()
+    if not keep_folder:
+        path.rmdir()
 
 
 def run_resume(args: argparse.Namespace) -> int:

@@ -189,11 +189,15 @@ def test_replay_of_a_session_without_kernels(tmp_path: Path, capsys: pytest.Capt
 def test_model_replay_on_another_problem(
     recorded: Recorded, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    argv = ["optimize", "matmul_fp32", "--model", f"replay:{recorded.path}", "--session-dir", str(tmp_path / "n")]
+    argv = ["optimize", "matmul_fp32", "--headless", "--model", f"replay:{recorded.path}",
+            "--session-dir", str(tmp_path / "n")]  # fmt: skip
     assert _error(argv, capsys) == (
         f"kernel-code: error: session {SESSION_ID} was recorded on problem 'softmax_fp32', not 'matmul_fp32': "
         f"run `kernel-code replay {recorded.path}`, or name that problem\n"
     )
-    assert _error(["optimize", "softmax_fp32", "--model", "replay", "--session-dir", str(tmp_path / "m")], capsys) == (
+    argv = ["optimize", "softmax_fp32", "--headless", "--model", "replay", "--session-dir", str(tmp_path / "m")]
+    assert _error(argv, capsys) == (
         "kernel-code: error: --model replay: name the session, as in --model replay:SESSION (a directory or an id)\n"
     )
+    # A refused model leaves no empty session behind.
+    assert not (tmp_path / "n").exists() and not (tmp_path / "m").exists()
