@@ -23,11 +23,13 @@ from rich.table import Table
 
 from kernel_code.arguments import add_problem_arguments, positive_float
 from kernel_code.render import print_diagnosis
-from openkernel import load_problem
+from openkernel import OpenKernelError, load_problem
 from openkernel.critic import Diagnosis, KernelMetrics, RuleCritic, Snapshot, op_classes_of
 from openkernel.evaluate import default_cache_dir
+from openkernel.hardware import detect
 from openkernel.profile.deep import AnalyticProfile, DeepProfileConfig, analytic_profile, deep_profile
 from openkernel.profile.ncu import KernelProfile, SourceLineCounters
+from openkernel.types import Problem
 
 __all__ = ["add_parser", "run"]
 
@@ -84,6 +86,8 @@ def run(args: argparse.Namespace) -> int:
     analytic = None
     if not result.available:
         analytic = analytic_profile(problem, args.size, tuple(args.overrides), args.hardware, default_cache_dir())
+    elif result.kernels:
+        analytic = _measured_roofline(problem, args, result.kernels)
     diagnosis = _diagnose(result.kernels, analytic)
     if args.json:
         payload = result.to_json()
@@ -99,6 +103,26 @@ def run(args: argparse.Namespace) -> int:
             _print_analytic(analytic, problem.name, console)
         print_diagnosis(diagnosis, console)
     return 0 if not result.available or result.kernels else 1
+
+
+def _measured_roofline(
+    problem: Problem, args: argparse.Namespace, kernels: tuple[KernelProfile, ...]
+) -> AnalyticProfile | None:
+    """The problem's roofline on this GPU with ncu's kernel time (one forward's launches, summed).
+
+    None when the time is not one whole forward (launches cut off by --launches, or a kernel without
+    a duration) or the work cannot be counted: the diagnosis then goes on ncu's metrics alone.
+    """
+    durations = [k.duration_ms for k in kernels]
+    if len(kernels) >= args.launches or any(d is None for d in durations):
+        return None
+    gpu = detect()
+    hardware = gpu.spec.name if gpu is not None and gpu.spec is not None else args.hardware
+    try:
+        return analytic_profile(problem, args.size, tuple(args.overrides), hardware, default_cache_dir(),
+                                measured_time_ms=sum(d for d in durations if d is not None), on_gpu=True)  # fmt: skip
+    except OpenKernelError:
+        return None
 
 
 def _diagnose(kernels: tuple[KernelProfile, ...], analytic: AnalyticProfile | None) -> Diagnosis:
@@ -125,8 +149,9 @@ def _diagnose(kernels: tuple[KernelProfile, ...], analytic: AnalyticProfile | No
     )
     roofline = analytic.roofline if analytic is not None else None
     ops = [rule.op for rule in roofline.flop_count.by_rule] if roofline is not None else []
+    measured = roofline.measured_time_ms if roofline is not None else None
     snapshot = Snapshot(
-        iteration=0, status="correct", runtime_ms=None, speedup=None, roofline=roofline, kernels=metrics
+        iteration=0, status="correct", runtime_ms=measured, speedup=None, roofline=roofline, kernels=metrics
     )
     return RuleCritic().critique(snapshot, None, op_classes_of(ops) or ("any",))
 
@@ -207,8 +232,10 @@ def _print_analytic(analytic: AnalyticProfile, problem: str, console: Console) -
     roof = analytic.roofline
     sizes = " ".join(f"{k}={v}" for k, v in analytic.sizes)
     intensity = roof.arithmetic_intensity_flops_per_byte
+    measured = roof.measured_time_ms
+    kind = "analytic roofline" if measured is None else f"roofline with ncu's kernel time {_time(measured)}"
     console.print(
-        f"analytic roofline of {problem} (size {analytic.size}{': ' + sizes if sizes else ''}) on {analytic.hardware}:",
+        f"{kind} of {problem} (size {analytic.size}{': ' + sizes if sizes else ''}) on {analytic.hardware}:",
         markup=False,
         highlight=False,
     )

@@ -138,3 +138,29 @@ def test_no_profile_from_a_usable_ncu_exits_1(monkeypatch: pytest.MonkeyPatch) -
 
     monkeypatch.setattr(profile_cmd, "deep_profile", fake_deep_profile)
     assert profile_cmd.run(_args("softmax_fp32", CANDIDATE)) == 1
+
+
+@pytest.mark.usefixtures("no_ncu")
+def test_ncu_kernel_time_goes_on_the_roofline_and_the_critic_names_the_bottleneck(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    kernels = parse_raw_csv((FIXTURES / "raw_base_units.csv").read_text())
+    durations = [k.duration_ms for k in kernels]
+    monkeypatch.setattr(
+        profile_cmd, "deep_profile", lambda *_: DeepProfileResult(True, "profiled", tuple(kernels), ("ncu",), 1.0)
+    )
+    assert profile_cmd.run(_args("softmax_fp32", CANDIDATE, "--launches", "3")) == 0
+    lines = [" ".join(line.split()) for line in capsys.readouterr().out.splitlines()]
+    # One forward's launches (0.1332 ms + the copy kernel) against the full size's 512 MiB, datasheet ceilings.
+    assert sum(d or 0 for d in durations) == pytest.approx(0.1356, abs=1e-4)
+    assert "roofline with ncu's kernel time 0.1356 ms of softmax_fp32 (size full) on H200:" in lines
+    assert "achieved 3.96 TB/s = 82% of the 4.8 TB/s datasheet bandwidth" in lines
+    critic = next(line for line in lines if line.startswith("Critic:"))
+    assert critic == (
+        "Critic: Bottleneck: memory_bound · Bandwidth: 82% of peak · L2 hit: 3% (poor) · Occupancy: 0.82 · "
+        "Headroom: ~1.2x"
+    )
+    # Launches cut off by --launches are not one whole forward: no measured roofline then.
+    assert profile_cmd.run(_args("softmax_fp32", CANDIDATE, "--launches", "2")) == 0
+    out = capsys.readouterr().out
+    assert "ncu's kernel time" not in out and "no GPU timing, so the bottleneck cannot be told" in out

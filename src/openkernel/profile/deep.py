@@ -282,11 +282,15 @@ def analytic_profile(
     size_overrides: Sequence[tuple[str, int | float]] = (),
     hardware: str = "H200",
     cache_dir: Path | None = None,
+    measured_time_ms: float | None = None,
+    on_gpu: bool = False,
 ) -> AnalyticProfile:
-    """Count the reference's work on the CPU and analyse it against ``hardware`` (no measured time).
+    """Count the reference's work and analyse it against ``hardware``; with ``measured_time_ms``, place
+    a kernel that took that long (ncu's durations) on the roofline and name its bottleneck.
 
-    The reference is trusted code (the evaluator runs it in its own worker to keep crashes out of the
-    parent; here one forward on the CPU, at the small size unless asked otherwise).
+    ``on_gpu`` picks the size the way the evaluator does on a GPU (full unless asked otherwise), and
+    counts with one forward on the GPU when there is one (a full-size matmul is slow on the CPU). The
+    reference is trusted code (the user's own file).
     """
     import torch
 
@@ -295,16 +299,19 @@ def analytic_profile(
     from openkernel.profile.roofline import analyse, count_work
 
     spec = spec_by_name(hardware)
-    label, sizes = problem_sizes(problem, size, size_overrides, on_gpu=False)
+    label, sizes = problem_sizes(problem, size, size_overrides, on_gpu=on_gpu)
+    device = torch.device("cuda" if on_gpu and torch.cuda.is_available() else "cpu")
     try:
         module = h.import_file(problem.path, "openkernel_problem_analytic")
         h.apply_sizes(module, sizes, only_existing=False)
         with torch.no_grad():
-            model = h.build_model(module, module.Model, 0)
-            inputs = h.build_inputs(module, 0, torch.device("cpu"))
+            model = h.build_model(module, module.Model, 0).to(device)
+            inputs = h.build_inputs(module, 0, device)
             work = count_work(model, inputs)
     except Exception as exc:
-        raise BadProblem(f"{problem.path}: the reference failed on the CPU: {type(exc).__name__}: {exc}") from None
+        raise BadProblem(
+            f"{problem.path}: the reference failed on the {device.type.upper()}: {type(exc).__name__}: {exc}"
+        ) from None
     calibration = calibration_for(spec, cache_dir or default_cache_dir())
-    roof = analyse(work.flop_count, work.min_bytes, None, ceilings(spec, calibration), None)
+    roof = analyse(work.flop_count, work.min_bytes, None, ceilings(spec, calibration), measured_time_ms)
     return AnalyticProfile(roof, label, tuple(sizes), spec.name)
