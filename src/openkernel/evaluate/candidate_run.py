@@ -65,6 +65,7 @@ class CandidateRun:
         self._phase_start = started
 
     def _mark(self, phase: str) -> None:
+        """Close ``phase`` (the time since the last mark) and start the next."""
         now = time.monotonic()
         self.phase_seconds[phase] = round(now - self._phase_start, 3)
         self._phase_start = now
@@ -72,16 +73,20 @@ class CandidateRun:
     # -- driving the worker
 
     def execute(self) -> None:
+        phase = "candidate import"
         try:
             self._ready()
-            self._mark("candidate import")
+            self._mark(phase)
+            phase = "correctness trials"
             for index in range(len(self.plan.trials)):
                 self.stage = f"correctness trial {index}"
                 self._trial(index)
-            self._mark("correctness trials")
+            self._mark(phase)
+            phase = "timed calls"
             self.stage = "timing"
             self._timing()
-            self._mark("timed calls")
+            self._mark(phase)
+            phase = "gates and cleanup"
             self.stage = "finish"
             done = self._recv("done")
             self.worker.snapshot_descendants()  # the worker waits for "exit", so its children are still its own
@@ -111,6 +116,9 @@ class CandidateRun:
             # An authenticated frame whose content is not what the harness sends: forged in-process.
             self.status = EvalStatus.REJECTED
             self.reasons = [f"the worker sent a malformed report during {self.stage}: {type(exc).__name__}: {exc}"]
+        if phase != "gates and cleanup":  # stopped early: the phase it stopped in ends here
+            self._mark(phase)
+            phase = "gates and cleanup"
         info = self.worker.finish(kill=self.status is not EvalStatus.CORRECT)
         if info.survivors:
             listed = "; ".join(info.survivors[:3])
@@ -122,7 +130,7 @@ class CandidateRun:
                 self.warnings.append(reason)
         if self.status is EvalStatus.CORRECT:
             self._gates()
-        self._mark("gates and cleanup")
+        self._mark(phase)
 
     def _died(self) -> tuple[EvalStatus, str]:
         info = self.worker.finish(grace_s=2.0)

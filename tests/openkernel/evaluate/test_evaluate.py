@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from openkernel import EvalConfig, EvalStatus, ScriptedEvaluator, evaluate_candidate, load_problem
-from tests.conftest import HAS_GPU, SOLUTIONS
+from tests.conftest import HAS_GPU, KERNELS, SOLUTIONS
 
 SOFTMAX = SOLUTIONS / "softmax_fp32.py"
 
@@ -58,3 +58,10 @@ def test_scripted_evaluator_returns_results_in_order_and_records_calls() -> None
     problem = load_problem("softmax_fp32")
     assert evaluator.evaluate(problem, Path("k.py")) is first
     assert evaluator.calls == [(problem, Path("k.py"))]
+
+
+def test_a_kernel_stopped_in_its_trials_reports_the_trials_phase_it_stopped_in() -> None:
+    result = evaluate_candidate(load_problem("softmax_fp32"), KERNELS / "wrong_shape.py")
+    assert result.status is EvalStatus.INCORRECT
+    own = ["reference", "candidate import", "correctness trials", "gates and cleanup"]
+    assert list(result.phase_seconds) == (["waiting for the GPU"] if HAS_GPU else []) + own
