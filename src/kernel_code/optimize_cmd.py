@@ -37,7 +37,7 @@ from openkernel.settings import Settings, default_model, key_environment, load_s
 from openkernel.store import DirectoryStore
 from openkernel.types import Problem
 
-__all__ = ["add_parsers", "run_optimize", "run_resume"]
+__all__ = ["add_parsers", "print_event", "run_optimize", "run_resume"]
 
 _CAPTURE_HELP = "when the session ends, write its traces (Parquet, secrets scrubbed) to the traces dir (traces.enabled)"
 
@@ -141,7 +141,7 @@ def run_optimize(args: argparse.Namespace) -> int:
         console = Console()
         console.print(f"session {store.session_id} in {store.path}", markup=False, highlight=False)
         for event in optimize(problem, generator, evaluator, store, config, critic):
-            _print(event, console)
+            print_event(event, console)
         return 0
 
 
@@ -179,11 +179,12 @@ def run_resume(args: argparse.Namespace) -> int:
                                 history=store.read_events().events, trace=args.capture_traces)  # fmt: skip
         console = Console()
         for event in resume_session(store, problem, generator, evaluator):
-            _print(event, console)
+            print_event(event, console)
         return 0
 
 
-def _print(event: Event, console: Console) -> None:
+def print_event(event: Event, console: Console) -> None:
+    """One progress line for ``event`` (headless mode); events with nothing to say print nothing."""
     line = _line(event)
     if line:
         console.print(line, markup=False, highlight=False)

@@ -17,7 +17,7 @@ from rich.console import Console
 from rich.table import Table
 
 from kernel_code.arguments import positive_float
-from kernel_code.optimize_cmd import _print as print_event
+from kernel_code.optimize_cmd import print_event
 from kernel_code.tui import require_terminal
 from openkernel import EvalConfig, ProcessEvaluator, load_problem, optimize
 from openkernel.events import Event, SessionConfig, SessionStarted
