@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 import statistics
 import time
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -40,8 +41,20 @@ _BATCH_TARGET_MS = 20.0  # a parent-timed batch lasts about this long
 
 
 class CandidateRun:
-    def __init__(self, worker: WorkerProcess, ref: Reference, ctx: Context, started: float) -> None:
+    """``before_timing`` runs between the trials and the timed calls (the parent takes the GPU for
+    itself there, and times the reference); it returns its own phases, and its time counts neither
+    as the candidate's nor against the candidate's timeout."""
+
+    def __init__(
+        self,
+        worker: WorkerProcess,
+        ref: Reference,
+        ctx: Context,
+        started: float,
+        before_timing: Callable[[], dict[str, float]] | None = None,
+    ) -> None:
         self.worker = worker
+        self.before_timing = before_timing
         self.ref = ref
         self.ctx = ctx
         self.plan = ctx.plan
@@ -82,6 +95,10 @@ class CandidateRun:
                 self.stage = f"correctness trial {index}"
                 self._trial(index)
             self._mark(phase)
+            if self.before_timing is not None:
+                self.phase_seconds.update(self.before_timing())
+                self.deadline += time.monotonic() - self._phase_start
+                self._phase_start = time.monotonic()
             phase = "timed calls"
             self.stage = "timing"
             self._timing()

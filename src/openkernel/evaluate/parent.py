@@ -4,15 +4,15 @@ This process never imports candidate code. It picks the secret seeds, holds the 
 feeds the candidate worker one trial (and one timed call) at a time, compares every output it
 gets back, applies the integrity gates, and builds the :class:`EvalResult`. A failing kernel
 always ends as a result with a status; only a broken *problem* raises (``BadProblem``).
+
+On a GPU, evaluations running at once (threads, sessions, a benchmark) share it for their trials
+and take it in turns for timing (:class:`GpuLock`): the reference's and the candidate's timed calls
+run with nothing else on the GPU.
 """
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
-import os
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +22,7 @@ from openkernel.errors import BadProblem, CandidateNotFound
 from openkernel.evaluate.candidate_run import CandidateRun
 from openkernel.evaluate.channel import ChannelError, ChannelTimeout
 from openkernel.evaluate.config import EvalConfig
+from openkernel.evaluate.gpu_lock import GpuLock
 from openkernel.evaluate.plan import Context, Plan, Reference, make_plan, worker_env
 from openkernel.evaluate.process import WorkerProcess
 from openkernel.evaluate.reading import decode_outputs, opt_num
@@ -45,41 +46,38 @@ def evaluate_candidate(problem: Problem, candidate: Path, config: EvalConfig | N
     try:
         ctx = Context(problem, candidate, plan, config, env, started)
         cand_worker.channel.send(candidate_job(ctx))
-        waited = time.monotonic()
-        with _device_lock(plan.device, config.cache_dir):
-            if plan.device.startswith("cuda"):  # on the CPU there is no lock to wait for
-                ctx.phase_seconds["waiting for the GPU"] = round(time.monotonic() - waited, 3)
-            return _judge(ctx, ref_worker, cand_worker)
+        with GpuLock(plan.device, config.cache_dir) as gpu:
+            result = _judge(ctx, ref_worker, cand_worker, gpu)
+        if gpu.on_gpu:  # on the CPU there is no lock to wait for
+            phases = {"waiting for the GPU": round(gpu.waited_s, 3), **result.phase_seconds}
+            result.phase_seconds.clear()
+            result.phase_seconds.update(phases)
+        return result
     finally:
         ref_worker.finish(kill=True)
         cand_worker.finish(kill=True)
 
 
-@contextlib.contextmanager
-def _device_lock(device: str, cache_dir: Path) -> Iterator[None]:
-    """One evaluation at a time runs and times on a GPU; builds and imports go on outside the lock."""
-    if not device.startswith("cuda"):
-        yield
-        return
-    visible = os.environ.get("CUDA_VISIBLE_DEVICES", "all").replace(",", "_") or "none"
-    path = cache_dir / "locks" / f"gpu-{visible}-{device.replace(':', '')}.lock"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("a") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
-
-
-def _judge(ctx: Context, ref_worker: WorkerProcess, cand_worker: WorkerProcess) -> EvalResult:
+def _judge(ctx: Context, ref_worker: WorkerProcess, cand_worker: WorkerProcess, gpu: GpuLock) -> EvalResult:
+    """Trials with the GPU shared, timing with it exclusive: reference first, then the candidate."""
+    gpu.shared()
     before = time.monotonic()
     ref = _run_reference(ref_worker, ctx.problem, ctx.plan, ctx.config)
     ctx.phase_seconds["reference"] = round(time.monotonic() - before, 3)
+
+    def time_reference() -> dict[str, float]:
+        if ref.timing is not None:
+            return {}
+        gpu.exclusive()
+        start = time.monotonic()
+        _time_reference(ref_worker, ref, ctx.problem, ctx.config)
+        return {"reference timing": round(time.monotonic() - start, 3)}
+
     # The candidate's clock starts once the reference is done: its import ran alongside the
-    # reference, and waiting for the reference is not the candidate's time.
-    run = CandidateRun(cand_worker, ref, ctx, time.monotonic())
+    # reference, and waiting for the reference (or the GPU) is not the candidate's time.
+    run = CandidateRun(cand_worker, ref, ctx, time.monotonic(), before_timing=time_reference)
     run.execute()
+    run.phase_seconds.update(time_reference())  # a candidate that failed before timing still gets the baseline's
     second: CandidateRun | None = None
     if (
         run.status is EvalStatus.CORRECT
@@ -87,7 +85,7 @@ def _judge(ctx: Context, ref_worker: WorkerProcess, cand_worker: WorkerProcess) 
         and run.speedup > ctx.config.remeasure_above
         and time.monotonic() < run.deadline
     ):
-        # A large speedup is measured again in a fresh process before anyone sees it.
+        # A large speedup is measured again in a fresh process before anyone sees it (the GPU is still ours).
         fresh = WorkerProcess("candidate", ctx.env, ctx.config.cache_dir)
         fresh.channel.send(candidate_job(ctx))
         second = CandidateRun(fresh, ref, ctx, time.monotonic())
@@ -114,6 +112,7 @@ def candidate_job(ctx: Context) -> dict[str, Any]:
 
 
 def _run_reference(worker: WorkerProcess, problem: Problem, plan: Plan, config: EvalConfig) -> Reference:
+    """The reference's trials: expected outputs, aten ops, work; its timing waits for ``_time_reference``."""
     worker.channel.send(
         {
             "kind": "job",
@@ -125,14 +124,27 @@ def _run_reference(worker: WorkerProcess, problem: Problem, plan: Plan, config: 
             "compile_baseline": config.compile_baseline,
         }
     )
-    deadline = time.monotonic() + config.reference_timeout_s
     ref = Reference()
+    _read_reference(worker, ref, "trials_done", problem, config)
+    return ref
+
+
+def _time_reference(worker: WorkerProcess, ref: Reference, problem: Problem, config: EvalConfig) -> None:
+    """The baseline's timed calls (and torch.compile's), once this evaluation has the GPU to itself."""
+    worker.channel.send({"kind": "time"})
+    _read_reference(worker, ref, "done", problem, config)
+    if ref.timing is None:
+        raise BadProblem(f"{problem.path}: the reference worker finished without timing the reference")
+
+
+def _read_reference(worker: WorkerProcess, ref: Reference, until: str, problem: Problem, config: EvalConfig) -> None:
+    deadline = time.monotonic() + config.reference_timeout_s
     try:
         while True:
             frame = worker.channel.recv(deadline)
             kind = frame.kind
             if kind == "ready":
-                ref.device_label = str(frame.header.get("device", plan.device))
+                ref.device_label = str(frame.header.get("device", ""))
                 ref.atol, ref.rtol = opt_num(frame.header.get("atol")), opt_num(frame.header.get("rtol"))
             elif kind == "ops":
                 ref.aten_ops = [str(op) for op in frame.header.get("aten_ops", [])]
@@ -162,8 +174,8 @@ def _run_reference(worker: WorkerProcess, problem: Problem, plan: Plan, config: 
                     f"{problem.path}: the reference failed ({frame.header.get('stage')}): "
                     f"{frame.header.get('error_type')}: {frame.header.get('message')}"
                 )
-            elif kind == "done":
-                return ref
+            if kind == until:
+                return
     except ChannelTimeout:
         raise BadProblem(
             f"{problem.path}: the reference took longer than {config.reference_timeout_s:.0f} s; use a smaller size"

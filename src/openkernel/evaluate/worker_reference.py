@@ -1,6 +1,8 @@
 """The reference worker: the problem's expected outputs, its aten ops, its work, and the baseline timing.
 
-Trusted code (the problem file is the user's own). It never sees the candidate.
+Trusted code (the problem file is the user's own). It never sees the candidate. It sends the
+trials' outputs first (``trials_done``), then waits for the parent's ``time``: the parent takes the
+GPU for itself before any timing starts.
 """
 
 from __future__ import annotations
@@ -66,9 +68,16 @@ def run_reference(ch: Channel, job: dict[str, Any]) -> None:
                 ch.send({"kind": "work", **_count_work(problem, model, trial["input_seed"], device)})
             models.append(model)
             pool.append(inputs)
+        model = models[0]
+        # torch.compile's compilation is CPU work: it happens here, before the GPU is ours alone.
+        compiled, compile_error = _compile(model, pool[0]) if job.get("compile_baseline") else (None, None)
+        # The parent takes the GPU for timing (no other evaluation runs on it meanwhile), then says "time".
+        ch.send({"kind": "trials_done"})
+        go = ch.recv().header
+        if go.get("kind") != "time":
+            raise StageError("waiting to time", RuntimeError(f"expected a 'time' message, got {go.get('kind')!r}"))
         timing = job["timing"]
         flush_buf = h.l2_flush_buffer(device)
-        model = models[0]
         samples: list[h.SampleTiming] = []
         checked = set(timing["checked"])
         for i, (pool_index, noise_seed) in enumerate(timing["schedule"]):
@@ -80,8 +89,10 @@ def run_reference(ch: Channel, job: dict[str, Any]) -> None:
                 send_outputs(ch, {"kind": "checked", "sample": i}, value)
             del value, inputs
         ch.send({"kind": "timing", **_timing_payload(samples, device)})
-        if job.get("compile_baseline"):
-            ch.send({"kind": "compile_timing", **_compile_baseline(model, pool, timing, device, flush_buf)})
+        if compiled is not None:
+            ch.send({"kind": "compile_timing", **_time_compiled(compiled, pool, timing, device, flush_buf)})
+        elif compile_error is not None:
+            ch.send({"kind": "compile_timing", "ok": False, "error": compile_error})
     ch.send({"kind": "done"})
 
 
@@ -124,15 +135,24 @@ def _timing_payload(samples: list[h.SampleTiming], device: torch.device) -> dict
     }
 
 
-def _compile_baseline(
-    model: torch.nn.Module,
+def _compile(model: torch.nn.Module, inputs: list[Any]) -> tuple[Any, str | None]:
+    """torch.compile of the reference, compiled by one call; (None, why) when it fails (a note, not a failure)."""
+    try:
+        compiled = torch.compile(model)
+        compiled(*inputs)
+        return compiled, None
+    except Exception as exc:
+        return None, f"{type(exc).__name__}: {exc}"[:500]
+
+
+def _time_compiled(
+    compiled: Any,
     pool: list[list[Any]],
     timing: dict[str, Any],
     device: torch.device,
     flush_buf: torch.Tensor | None,
 ) -> dict[str, Any]:
     try:
-        compiled = torch.compile(model)
         samples = []
         for i, (pool_index, noise_seed) in enumerate(timing["schedule"]):
             inputs = h.materialize(pool[pool_index], noise_seed, device)
