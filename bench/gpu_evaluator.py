@@ -24,23 +24,9 @@ import torch
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "src"))
 
-from openkernel import EvalConfig, bundled_names, evaluate_candidate, load_problem  # noqa: E402
+from gpu_sections import ZOO as ZOO_ON_GPU  # noqa: E402  (the same list as bench/gpu_all.py's zoo)
 
-ZOO_ON_GPU = [
-    "side_stream",
-    "allocator_reuse",
-    "background_thread",
-    "partial_write",
-    "output_cache_ptr",
-    "patch_clock",
-    "no_kernel_torch",
-    "dummy_kernel_torch",
-    "input_mutation",
-    "lowered_precision",
-    "read_expected_gc",
-    "honest_two_kernels",
-    "honest_with_torch_glue",
-]
+from openkernel import EvalConfig, bundled_names, evaluate_candidate, load_problem  # noqa: E402
 
 
 def _header(path: Path) -> dict[str, str]:

@@ -1,0 +1,143 @@
+"""bench/gpu_all.py's results and zoo sections: the offline generator on every bundled problem, and the attacks."""
+
+from __future__ import annotations
+
+import math
+import statistics
+import time
+from typing import Any
+
+from gpu_sections import FAST_P, KERNELS, ZOO, BenchContext, pool_map
+from session_table import summarise
+
+from openkernel import EvalConfig, bundled_names, load_problem, optimize
+from openkernel.critic import RuleCritic
+from openkernel.evaluate import ProcessEvaluator
+from openkernel.events import SessionConfig
+from openkernel.generate.offline import OfflineGenerator
+from openkernel.store import DirectoryStore
+
+ITERATIONS = 3
+
+
+def _session(ctx: BenchContext, name: str, deadline: float) -> dict[str, Any]:
+    problem = load_problem(name)
+    budget = max(30.0, deadline - time.monotonic() - 60)  # leave a minute for the torch.compile re-evaluation
+    config = SessionConfig("triton", "offline", "full", ITERATIONS, budget, None, None)
+    store = DirectoryStore.create_at(ctx.work / "sessions" / name, problem.name, config)
+    evaluator = ProcessEvaluator(EvalConfig(timeout_s=150, cache_dir=ctx.cache))
+    t0 = time.monotonic()
+    for _ in optimize(problem, OfflineGenerator(), evaluator, store, config, RuleCritic()):
+        pass
+    row = summarise(store.path, timeout_s=150)
+    row["session_s"] = round(time.monotonic() - t0, 1)
+    return row
+
+
+def fast_p(speedups: list[float | None], p: float) -> float:
+    """KernelBench's fast_p: the share of problems whose kernel is correct and more than p times faster.
+
+    ``None`` is a problem with no correct kernel; it counts in the denominator, never as fast.
+    """
+    return sum(1 for s in speedups if s is not None and s > p) / len(speedups) if speedups else math.nan
+
+
+def geomean(speedups: list[float | None]) -> float:
+    """Geometric mean over the problems with a correct kernel (the failed ones are in fast_0's count)."""
+    ok = [s for s in speedups if s is not None and s > 0]
+    return math.exp(statistics.fmean(math.log(s) for s in ok)) if ok else math.nan
+
+
+def results(ctx: BenchContext, left: float) -> tuple[dict[str, Any], str]:
+    names = bundled_names()
+    deadline = time.monotonic() + left - 20
+    rows = pool_map(ctx.workers, lambda n: _safe_session(ctx, n, deadline), names)
+    vs_eager = [r.get("vs_eager") if r.get("status") == "correct" else None for r in rows]
+    vs_compile = [r.get("vs_compile") if r.get("status") == "correct" else None for r in rows]
+    data: dict[str, Any] = {"iterations": ITERATIONS, "problems": rows}
+    data["fast_p_vs_eager"] = {str(p): fast_p(vs_eager, p) for p in FAST_P}
+    data["fast_p_vs_compile"] = {str(p): fast_p(vs_compile, p) for p in FAST_P}
+    data["geomean_vs_eager"], data["geomean_vs_compile"] = geomean(vs_eager), geomean(vs_compile)
+    lines = [
+        f"### The offline generator on every bundled problem ({ITERATIONS} iterations, all sessions at once)",
+        "",
+        "| problem | eager | torch.compile | ours | vs eager | vs torch.compile | % of roofline floor | bottleneck |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        if r.get("status") != "correct":
+            why = r.get("error") or "; ".join(r.get("reasons") or []) or ", ".join(r.get("statuses") or [])
+            lines.append(f"| {r['problem']} | | | no correct kernel: {str(why)[:120]} | | | | |")
+            continue
+        lose = " **(loses)**" if (r.get("vs_compile") or 0) < 1 else ""
+        lines.append(
+            f"| {r['problem']} | {r['eager_ms']:.4f} ms | {_ms(r.get('compile_ms'))} | {r['ours_ms']:.4f} ms | "
+            f"{r['vs_eager']:.2f}x | {_x(r.get('vs_compile'))}{lose} | {_f(r.get('pct_of_floor'))}% | "
+            f"{r.get('bottleneck') or ''} |"
+        )
+    fe, fc = data["fast_p_vs_eager"], data["fast_p_vs_compile"]
+    lines += [
+        "",
+        f"Over all {len(rows)} bundled problems (a problem without a correct kernel counts as not fast):",
+        "",
+        "| against | fast_0 | fast_1 | fast_1.5 | fast_2 | geometric mean (correct ones) |",
+        "|---|---|---|---|---|---|",
+        f"| eager | {fe['0.0']:.2f} | {fe['1.0']:.2f} | {fe['1.5']:.2f} | {fe['2.0']:.2f} | "
+        f"{data['geomean_vs_eager']:.2f}x |",
+        f"| torch.compile | {fc['0.0']:.2f} | {fc['1.0']:.2f} | {fc['1.5']:.2f} | {fc['2.0']:.2f} | "
+        f"{data['geomean_vs_compile']:.2f}x |",
+    ]
+    return data, "\n".join(lines) + "\n"
+
+
+def _safe_session(ctx: BenchContext, name: str, deadline: float) -> dict[str, Any]:
+    try:
+        return _session(ctx, name, deadline)
+    except Exception as exc:  # one problem's failure is a row, not the end of the section
+        return {"problem": name, "error": f"{type(exc).__name__}: {exc}"[:300]}
+
+
+def _ms(v: float | None) -> str:
+    return f"{v:.4f} ms" if v is not None else "n/a"
+
+
+def _x(v: float | None) -> str:
+    return f"{v:.2f}x" if v is not None else "n/a"
+
+
+def _f(v: float | None) -> str:
+    return f"{v:.1f}" if v is not None else "n/a"
+
+
+# ----------------------------------------------------------------------------------------------- zoo
+
+
+def _header(name: str) -> dict[str, str]:
+    out = {}
+    for line in (KERNELS / f"{name}.py").read_text().splitlines():
+        if line.startswith("# ") and ":" in line:
+            key, _, value = line[2:].partition(":")
+            out[key.strip()] = value.strip()
+    return out
+
+
+def zoo(ctx: BenchContext, left: float) -> tuple[dict[str, Any], str]:
+    def one(name: str) -> dict[str, Any]:
+        head = _header(name)
+        res = ctx.evaluate("zoo", head["problem"], KERNELS / f"{name}.py", timeout_s=120, cache_dir=ctx.cache)
+        expected = head["expect"].split("|")
+        return {
+            "attack": name,
+            "expect": expected,
+            "status": res.status.value,
+            "caught": res.status.value in expected,
+            "reason": res.reasons[0] if res.reasons else "",
+        }
+
+    rows = pool_map(ctx.workers, one, ZOO)
+    lines = ["### The GPU attack zoo", "", "| kernel | expected | verdict | as expected | reason |"]
+    lines.append("|---|---|---|---|---|")
+    for r in rows:
+        ok = "yes" if r["caught"] else "**NO**"
+        lines.append(f"| {r['attack']} | {' or '.join(r['expect'])} | {r['status']} | {ok} | {r['reason'][:110]} |")
+    return {"attacks": rows, "all_as_expected": all(r["caught"] for r in rows)}, "\n".join(lines) + "\n"
