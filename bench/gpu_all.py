@@ -10,13 +10,13 @@ Sections, in order (each skipped, and said so, when the deadline is too near):
 * ``ncu``: the same kernels' ``gpu__time_duration`` under Nsight Compute against our median. Goal: 5%.
 * ``do_bench``: our baseline (torch eager, timed by the reference worker) against
   ``triton.testing.do_bench`` on the same op, same inputs. Goal: 5%.
-* ``zoo``: the GPU attacks (side stream, allocator reuse, background thread, ...), each caught.
-* ``throughput``: distinct tiny Triton and CUDA candidates fully evaluated (compile, 5 correctness
-  trials, 50 timed calls) per GPU-minute, cold caches then warm, evaluations in parallel (trials share
-  the GPU, timing takes it in turns). Goal: >= 30 Triton candidates per minute.
 * ``results``: an offline-generator session per bundled problem (all at once on the one GPU), then
   each best kernel evaluated with the torch.compile baseline: eager, torch.compile, ours, % of the
   roofline floor; fast_p at p = 0, 1, 1.5, 2 and the geometric mean, KernelBench's way.
+* ``throughput``: distinct tiny Triton and CUDA candidates fully evaluated (compile, 5 correctness
+  trials, 50 timed calls) per GPU-minute, cold caches then warm, evaluations in parallel (trials share
+  the GPU, timing takes it in turns). Goal: >= 30 Triton candidates per minute.
+* ``zoo``: the GPU attacks (side stream, allocator reuse, background thread, ...), each caught.
 
 Writes OUT/gpu_all.json (everything, machine-readable), OUT/tables.md (the tables for BENCHMARKS.md)
 and OUT/sessions.tgz (the results' session directories).
@@ -43,7 +43,7 @@ import gpu_results as r  # noqa: E402
 import gpu_sections as s  # noqa: E402
 import torch  # noqa: E402
 
-SECTIONS = ("calibrate", "fidelity", "ncu", "do_bench", "zoo", "throughput", "results")
+SECTIONS = ("calibrate", "fidelity", "ncu", "do_bench", "results", "throughput", "zoo")
 # Seconds a section needs at least; one that would not fit before the deadline is skipped and said so.
 NEEDS_S = {"calibrate": 20, "fidelity": 90, "ncu": 60, "do_bench": 15, "throughput": 120, "results": 150, "zoo": 45}
 

@@ -17,7 +17,7 @@ from openkernel.events import SessionConfig
 from openkernel.generate.offline import OfflineGenerator
 from openkernel.store import DirectoryStore
 
-ITERATIONS = 3
+ITERATIONS = 2
 
 
 def _session(ctx: BenchContext, name: str, deadline: float) -> dict[str, Any]:

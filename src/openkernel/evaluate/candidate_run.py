@@ -43,7 +43,8 @@ _BATCH_TARGET_MS = 20.0  # a parent-timed batch lasts about this long
 class CandidateRun:
     """``before_timing`` runs between the trials and the timed calls (the parent takes the GPU for
     itself there, and times the reference); it returns its own phases, and its time counts neither
-    as the candidate's nor against the candidate's timeout."""
+    as the candidate's nor against the candidate's timeout. ``after_timing`` runs right after the
+    timed calls (the parent lets the GPU go)."""
 
     def __init__(
         self,
@@ -52,9 +53,11 @@ class CandidateRun:
         ctx: Context,
         started: float,
         before_timing: Callable[[], dict[str, float]] | None = None,
+        after_timing: Callable[[], None] | None = None,
     ) -> None:
         self.worker = worker
         self.before_timing = before_timing
+        self.after_timing = after_timing
         self.ref = ref
         self.ctx = ctx
         self.plan = ctx.plan
@@ -102,6 +105,8 @@ class CandidateRun:
             phase = "timed calls"
             self.stage = "timing"
             self._timing()
+            if self.after_timing is not None:
+                self.after_timing()
             self._mark(phase)
             phase = "gates and cleanup"
             self.stage = "finish"

@@ -23,7 +23,10 @@ __all__ = ["GpuLock"]
 
 
 class GpuLock:
-    """``shared()`` for trials, ``exclusive()`` for timing, ``release()`` at the end; no-ops off the GPU."""
+    """``shared()`` for trials, ``exclusive()`` for timing, ``idle()`` between, ``release()`` at the end.
+
+    All are no-ops off the GPU.
+    """
 
     def __init__(self, device: str, cache_dir: Path) -> None:
         self.on_gpu = device.startswith("cuda")
@@ -66,6 +69,12 @@ class GpuLock:
             fcntl.flock(self._gate, fcntl.LOCK_UN)
         self.waited_s += time.monotonic() - t0
         self.mode = "exclusive"
+
+    def idle(self) -> None:
+        """Let the GPU go for now; ``shared()`` or ``exclusive()`` take it again."""
+        if self._main is not None and self.mode is not None:
+            fcntl.flock(self._main, fcntl.LOCK_UN)
+        self.mode = None
 
     def release(self) -> None:
         for fd in (self._main, self._gate):

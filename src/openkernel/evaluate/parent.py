@@ -60,10 +60,9 @@ def evaluate_candidate(problem: Problem, candidate: Path, config: EvalConfig | N
 
 def _judge(ctx: Context, ref_worker: WorkerProcess, cand_worker: WorkerProcess, gpu: GpuLock) -> EvalResult:
     """Trials with the GPU shared, timing with it exclusive: reference first, then the candidate."""
-    gpu.shared()
     before = time.monotonic()
-    ref = _run_reference(ref_worker, ctx.problem, ctx.plan, ctx.config)
-    ctx.phase_seconds["reference"] = round(time.monotonic() - before, 3)
+    ref = _run_reference(ref_worker, ctx.problem, ctx.plan, ctx.config, gpu)
+    ctx.phase_seconds["reference"] = round(time.monotonic() - before - gpu.waited_s, 3)
 
     def time_reference() -> dict[str, float]:
         if ref.timing is not None:
@@ -75,9 +74,11 @@ def _judge(ctx: Context, ref_worker: WorkerProcess, cand_worker: WorkerProcess, 
 
     # The candidate's clock starts once the reference is done: its import ran alongside the
     # reference, and waiting for the reference (or the GPU) is not the candidate's time.
-    run = CandidateRun(cand_worker, ref, ctx, time.monotonic(), before_timing=time_reference)
+    # The GPU is let go once the timed calls are done: gates, cleanup and the result need no GPU.
+    run = CandidateRun(cand_worker, ref, ctx, time.monotonic(), before_timing=time_reference, after_timing=gpu.idle)
     run.execute()
     run.phase_seconds.update(time_reference())  # a candidate that failed before timing still gets the baseline's
+    gpu.idle()
     second: CandidateRun | None = None
     if (
         run.status is EvalStatus.CORRECT
@@ -85,10 +86,16 @@ def _judge(ctx: Context, ref_worker: WorkerProcess, cand_worker: WorkerProcess, 
         and run.speedup > ctx.config.remeasure_above
         and time.monotonic() < run.deadline
     ):
-        # A large speedup is measured again in a fresh process before anyone sees it (the GPU is still ours).
+        # A large speedup is measured again in a fresh process before anyone sees it.
         fresh = WorkerProcess("candidate", ctx.env, ctx.config.cache_dir)
         fresh.channel.send(candidate_job(ctx))
-        second = CandidateRun(fresh, ref, ctx, time.monotonic())
+        gpu.shared()
+
+        def take_gpu() -> dict[str, float]:
+            gpu.exclusive()
+            return {}
+
+        second = CandidateRun(fresh, ref, ctx, time.monotonic(), before_timing=take_gpu, after_timing=gpu.idle)
         second.execute()
     return run.result(second)
 
@@ -111,7 +118,7 @@ def candidate_job(ctx: Context) -> dict[str, Any]:
 # --------------------------------------------------------------------------------------- reference
 
 
-def _run_reference(worker: WorkerProcess, problem: Problem, plan: Plan, config: EvalConfig) -> Reference:
+def _run_reference(worker: WorkerProcess, problem: Problem, plan: Plan, config: EvalConfig, gpu: GpuLock) -> Reference:
     """The reference's trials: expected outputs, aten ops, work; its timing waits for ``_time_reference``."""
     worker.channel.send(
         {
@@ -125,6 +132,9 @@ def _run_reference(worker: WorkerProcess, problem: Problem, plan: Plan, config: 
         }
     )
     ref = Reference()
+    _read_reference(worker, ref, "ready", problem, config)  # started and imported, off the GPU and unlocked
+    gpu.shared()
+    worker.channel.send({"kind": "go"})
     _read_reference(worker, ref, "trials_done", problem, config)
     return ref
 
@@ -144,8 +154,9 @@ def _read_reference(worker: WorkerProcess, ref: Reference, until: str, problem: 
             frame = worker.channel.recv(deadline)
             kind = frame.kind
             if kind == "ready":
-                ref.device_label = str(frame.header.get("device", ""))
                 ref.atol, ref.rtol = opt_num(frame.header.get("atol")), opt_num(frame.header.get("rtol"))
+            elif kind == "device":
+                ref.device_label = str(frame.header.get("device", ""))
             elif kind == "ops":
                 ref.aten_ops = [str(op) for op in frame.header.get("aten_ops", [])]
             elif kind == "trial":

@@ -1,8 +1,9 @@
 """The reference worker: the problem's expected outputs, its aten ops, its work, and the baseline timing.
 
-Trusted code (the problem file is the user's own). It never sees the candidate. It sends the
-trials' outputs first (``trials_done``), then waits for the parent's ``time``: the parent takes the
-GPU for itself before any timing starts.
+Trusted code (the problem file is the user's own). It never sees the candidate. It starts and
+imports the problem off the GPU (``ready``) and waits for the parent's ``go`` (the parent holds the
+GPU shared by then); it sends the trials' outputs (``trials_done``), then waits for ``time``: the
+parent takes the GPU for itself before any timing starts.
 """
 
 from __future__ import annotations
@@ -23,7 +24,6 @@ __all__ = ["run_reference"]
 
 
 def run_reference(ch: Channel, job: dict[str, Any]) -> None:
-    device = setup_device(job["device"])
     try:
         problem = h.import_file(Path(job["problem"]), "openkernel_problem")
         h.apply_sizes(problem, job["sizes"], only_existing=False)
@@ -33,12 +33,15 @@ def run_reference(ch: Channel, job: dict[str, Any]) -> None:
     ch.send(
         {
             "kind": "ready",
-            "device": device_label(device),
             "torch": torch.__version__,
             "atol": float(atol) if atol is not None else None,
             "rtol": float(rtol) if rtol is not None else None,
         }
     )
+    # Started and imported without touching the GPU; it is used once the parent says "go".
+    _await(ch, "go")
+    device = setup_device(job["device"])
+    ch.send({"kind": "device", "device": device_label(device)})
     models: list[torch.nn.Module] = []
     pool: list[list[Any]] = []
     with torch.no_grad():
@@ -73,9 +76,7 @@ def run_reference(ch: Channel, job: dict[str, Any]) -> None:
         compiled, compile_error = _compile(model, pool[0]) if job.get("compile_baseline") else (None, None)
         # The parent takes the GPU for timing (no other evaluation runs on it meanwhile), then says "time".
         ch.send({"kind": "trials_done"})
-        go = ch.recv().header
-        if go.get("kind") != "time":
-            raise StageError("waiting to time", RuntimeError(f"expected a 'time' message, got {go.get('kind')!r}"))
+        _await(ch, "time")
         timing = job["timing"]
         flush_buf = h.l2_flush_buffer(device)
         samples: list[h.SampleTiming] = []
@@ -94,6 +95,12 @@ def run_reference(ch: Channel, job: dict[str, Any]) -> None:
         elif compile_error is not None:
             ch.send({"kind": "compile_timing", "ok": False, "error": compile_error})
     ch.send({"kind": "done"})
+
+
+def _await(ch: Channel, kind: str) -> None:
+    got = ch.recv().header.get("kind")
+    if got != kind:
+        raise StageError(f"waiting for {kind!r}", RuntimeError(f"expected a {kind!r} message, got {got!r}"))
 
 
 def _count_work(problem: Any, model: torch.nn.Module, input_seed: int, device: torch.device) -> dict[str, Any]:

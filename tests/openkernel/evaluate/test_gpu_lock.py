@@ -86,3 +86,16 @@ def test_two_sharers_that_both_queue_to_time_take_turns(tmp_path: Path) -> None:
     assert loser_done.wait(5)
     assert loser.mode == "exclusive"
     loser.release()
+
+
+def test_an_idle_evaluation_lets_others_time_and_can_take_the_gpu_again(tmp_path: Path) -> None:
+    first, other = GpuLock("cuda", tmp_path), GpuLock("cuda", tmp_path)
+    first.exclusive()
+    first.idle()  # timed; its gates and cleanup need no GPU
+    other.exclusive()
+    assert (first.mode, other.mode) == (None, "exclusive")
+    _, again = _in_thread(first.shared)
+    assert not again.wait(0.3)
+    other.release()
+    assert again.wait(5)
+    first.release()
