@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import inspect
 import operator
+import threading
 import types
 from dataclasses import dataclass
 from typing import Any, TypeAlias
@@ -119,8 +120,19 @@ def _attribute_path(name: str) -> str:
     return f"self.get_submodule({'.'.join(name.split('.')[:-1])!r}).{name.rsplit('.', maxsplit=1)[-1]}"
 
 
+# make_fx keeps global state (its patchers, a lazily imported torch._dynamo): sessions tracing in threads
+# at once (a benchmark runs several) failed with "CURRENT_PATCHER is None" or a half-imported module.
+# A trace takes milliseconds, so one at a time costs nothing.
+_TRACING = threading.Lock()
+
+
 def trace_reference(problem_source: str) -> Trace:
     """Execute the reference, build Model and inputs on the meta device, record one forward."""
+    with _TRACING:
+        return _trace(problem_source)
+
+
+def _trace(problem_source: str) -> Trace:
     module = types.ModuleType(REFERENCE_MODULE)
     with torch.random.fork_rng(devices=[]):
         try:

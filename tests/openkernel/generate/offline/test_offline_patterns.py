@@ -188,3 +188,16 @@ def test_a_reference_that_cannot_run_on_meta_says_why() -> None:
     assert found.reason.startswith("cannot trace the reference on the meta device (")
     broken = recognise_source("import torch\nclass Model(torch.nn.Module):\n    pass\n")
     assert broken.reason == "cannot trace the reference: it defines no get_inputs()"
+
+
+def test_sessions_in_threads_trace_their_references_at_the_same_time() -> None:
+    # make_fx keeps global state; six threads at once used to fail with "CURRENT_PATCHER is None".
+    from concurrent.futures import ThreadPoolExecutor
+
+    from openkernel import load_problem
+    from openkernel.generate.offline.trace import Trace, trace_reference
+
+    names = ["softmax_fp32", "layernorm_fp32", "row_sum_fp32", "matmul_bf16", "rmsnorm_fp16", "gelu_scale_shift_fp32"]
+    with ThreadPoolExecutor(len(names)) as pool:
+        traces = list(pool.map(lambda n: trace_reference(load_problem(n).path.read_text()), names))
+    assert all(isinstance(t, Trace) for t in traces)
