@@ -158,6 +158,8 @@ class WorkerProcess:
             str(to_worker_r),
             "--wfd",
             str(from_worker_w),
+            "--parent",
+            str(os.getpid()),
         ]
         self._proc = subprocess.Popen(
             cmd,

@@ -11,7 +11,9 @@ with the stage it happened in; the process then exits.
 from __future__ import annotations
 
 import argparse
+import ctypes
 import os
+import signal
 import sys
 import traceback
 from typing import Any
@@ -26,6 +28,7 @@ from openkernel.evaluate.worker_reference import run_reference
 _ERROR_TAIL = 4000
 # Debugging the harness's own speed: a folder where each worker writes ``<role>-<pid>.pstats``.
 PROFILE_VAR = "OPENKERNEL_PROFILE_WORKERS"
+_PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
 
 
 def _error_frame(stage: str, exc: BaseException) -> dict[str, Any]:
@@ -46,7 +49,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("role", choices=["reference", "candidate"])
     parser.add_argument("--rfd", type=int, required=True)
     parser.add_argument("--wfd", type=int, required=True)
+    parser.add_argument("--parent", type=int, default=0, help="the trusted parent's pid: die with it")
     args = parser.parse_args(argv)
+    if args.parent:
+        _die_with_parent(args.parent)
     secret = Channel.read_secret(args.rfd)
     ch = Channel(args.rfd, args.wfd, secret)
     job = ch.recv().header
@@ -62,6 +68,19 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         profiler.disable()
         profiler.dump_stats(os.path.join(folder, f"{args.role}-{os.getpid()}.pstats"))
+
+
+def _die_with_parent(parent: int) -> None:
+    """Linux: be killed the moment the trusted parent dies (a killed Ray worker, a closed terminal), not
+    only at the next read of the channel, which a long build or a hung import may never reach."""
+    if not sys.platform.startswith("linux"):
+        return
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+    except (OSError, AttributeError):  # no prctl: the channel's end-of-file still ends this worker
+        return
+    if os.getppid() != parent:  # the parent died before the signal was armed
+        os._exit(1)
 
 
 def _run(role: str, ch: Channel, job: dict[str, Any]) -> int:

@@ -87,3 +87,43 @@ def test_kill_process_tree_reaches_descendants_in_their_own_process_groups(tmp_p
     time.sleep(0.2)
     assert (_alive(child), _alive(grandchild)) == (False, False)
     assert len(killed) == 2 and all(sys.executable in cmd for cmd in killed)
+
+
+_PARENT = """
+import sys, time
+from pathlib import Path
+from openkernel.evaluate.process import WorkerProcess
+worker = WorkerProcess("candidate", {"CUDA_VISIBLE_DEVICES": ""}, Path(sys.argv[1]))
+worker.channel.send({"kind": "job", "problem": sys.argv[2], "candidate": sys.argv[3], "sizes": [], "device": "cpu",
+                     "backend": "triton", "cache_dir": sys.argv[1], "cuda_mode": "compile_only", "build_timeout_s": 60})
+print(worker.pid, flush=True)
+time.sleep(600)
+"""
+
+
+def test_a_worker_dies_with_its_parent_even_while_it_hangs(tmp_path: Path) -> None:
+    # A Ray worker killed mid-session, say: its evaluator's workers must not run on (here, one stuck importing).
+    problem = Path(openkernel.__file__).parent / "problems" / "bundled" / "softmax_fp32.py"
+    hang = Path(__file__).parents[2] / "kernels" / "hang_import.py"
+    parent = subprocess.Popen(
+        [sys.executable, "-c", _PARENT, str(tmp_path), str(problem), str(hang)], stdout=subprocess.PIPE, text=True
+    )
+    assert parent.stdout is not None
+    worker = int(parent.stdout.readline())
+    time.sleep(3)  # the worker is in the candidate's endless import by now
+    assert _alive(worker)
+    parent.kill()
+    parent.wait()
+    parent.stdout.close()
+    deadline = time.monotonic() + 10
+    while _alive(worker) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not _alive(worker)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except FileNotFoundError:
+        return False
+    return state != "Z"  # a zombie has exited; only its parent's reaper is left to collect it
