@@ -1,7 +1,8 @@
 """``kernel-code dashboard [SESSION]``: serve the web dashboard and print the personal link.
 
 Also the TUI's ``d`` key: :func:`tui_hook` starts one dashboard server in a background thread the
-first time and answers the link to the session on screen. Dash is imported only here, when asked.
+first time and answers the link to the session on screen. Dash is imported only here, when asked; the
+TUI calls the hook from a worker thread, since that import and the server's start take ~2 s.
 """
 
 from __future__ import annotations

@@ -4,14 +4,21 @@ One function per panel: the trajectory, the roofline, the resource-utilisation g
 memory-access heatmap, and the experiment table's rows. The optimisation landscape lives in
 ``landscape.py`` and the code diff in ``diff.py``. Text that reaches the page goes through
 ``scrub`` first: a kernel's intent or a failure reason could quote something credential-shaped.
+
+Per-point columns go to plotly as numpy arrays (:func:`floats`, :func:`texts`): plotly checks a list
+element by element, which made most of a 10,000-iteration page's build time, and sends a numeric
+array to the browser as packed binary rather than decimal text.
 """
 
 from __future__ import annotations
 
+import functools
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 import plotly.graph_objects as go
 
 from kernel_code.dashboard.data import DeepProfile, IterationRow, SessionData
@@ -21,12 +28,15 @@ from openkernel.traces.scrub import scrub
 __all__ = [
     "COLOURS",
     "RooflineCeilings",
+    "floats",
     "fmt",
     "heatmap_figure",
     "message_figure",
     "roofline_figure",
+    "scrubbed",
     "session_ceilings",
     "table_rows",
+    "texts",
     "trajectory_figure",
     "utilisation_figure",
 ]
@@ -47,11 +57,25 @@ def fmt(value: float | None, spec: str, unit: str = "") -> str:
     return "—" if value is None else f"{value:{spec}}{unit}"
 
 
+# An intent is shown in three figures and the table, and a session repeats them: scrub each text once.
+scrubbed = functools.lru_cache(maxsize=1 << 15)(scrub)
+
+
+def floats(values: Iterable[float | None]) -> np.ndarray:
+    """A float column for plotly; ``None`` becomes NaN, which plotly leaves out as it does ``None``."""
+    return np.array([np.nan if v is None else v for v in values], dtype=float)
+
+
+def texts(values: Iterable[str]) -> np.ndarray:
+    """A text column (hover texts) for plotly, as an object array: checked as one array, sent as a list."""
+    return np.array(list(values), dtype=object)
+
+
 def _hover(row: IterationRow) -> str:
     return "<br>".join(
         (
             f"iteration {row.iteration}",
-            f"intent: {scrub(row.intent) or '—'}",
+            f"intent: {scrubbed(row.intent) or '—'}",
             f"speedup: {fmt(row.speedup, '.3f', 'x')}",
             f"status: {row.status or 'no kernel'} · {row.decision or 'pending'}",
             f"runtime: {fmt(row.runtime_ms, '.4g', ' ms')}",
@@ -74,12 +98,12 @@ def trajectory_figure(data: SessionData) -> go.Figure:
             continue
         fig.add_trace(
             go.Scatter(
-                x=[r.iteration for r in rows],
-                y=[r.speedup if r.speedup is not None else 0.0 for r in rows],  # untimed: drawn at 0
+                x=np.array([r.iteration for r in rows]),
+                y=floats(r.speedup if r.speedup is not None else 0.0 for r in rows),  # untimed: drawn at 0
                 mode="markers",
                 name=decision,
                 marker={"color": COLOURS[decision], "size": 9, "symbol": "x" if decision == "error" else "circle"},
-                hovertext=[_hover(r) for r in rows],
+                hovertext=texts(_hover(r) for r in rows),
                 hoverinfo="text",
             )
         )
@@ -91,8 +115,8 @@ def trajectory_figure(data: SessionData) -> go.Figure:
         best.append(so_far)
     fig.add_trace(
         go.Scatter(
-            x=[r.iteration for r in data.rows],
-            y=best,
+            x=np.array([r.iteration for r in data.rows]),
+            y=floats(best),
             mode="lines",
             line={"shape": "hv", "color": "#1f77b4", "width": 2},
             name="best so far",
@@ -196,12 +220,12 @@ def roofline_figure(data: SessionData, ceilings: RooflineCeilings | None) -> go.
         if rows:
             fig.add_trace(
                 go.Scatter(
-                    x=[intensity] * len(rows),
-                    y=[flops / (r.runtime_ms / 1e3) for r in rows if r.runtime_ms],
+                    x=np.full(len(rows), float(intensity)),
+                    y=floats(flops / (r.runtime_ms / 1e3) for r in rows if r.runtime_ms),
                     mode="markers",
                     name=f"kernels: {decision}",
                     marker={"color": COLOURS[decision], "size": 9, "opacity": 0.8},
-                    hovertext=[_hover(r) for r in rows],
+                    hovertext=texts(_hover(r) for r in rows),
                     hoverinfo="text",
                 )
             )
@@ -338,14 +362,14 @@ def table_rows(data: SessionData) -> list[dict[str, Any]]:
         out.append(
             {
                 "iteration": r.iteration,
-                "intent": scrub(r.intent),
+                "intent": scrubbed(r.intent),
                 "status": r.status or "no kernel",
                 "decision": r.decision or "pending",
                 "speedup": None if r.speedup is None else round(r.speedup, 4),
                 "runtime_ms": None if r.runtime_ms is None else float(f"{r.runtime_ms:.4g}"),
                 "bottleneck": (r.profile or {}).get("bottleneck"),
                 "pct_of_peak": _pct((r.profile or {}).get("pct_of_peak")),
-                "reason": scrub(r.reason),
+                "reason": scrubbed(r.reason),
                 "best": r.iteration == data.best_iteration,
             }
         )

@@ -18,14 +18,14 @@ from __future__ import annotations
 import math
 import re
 import zlib
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import numpy as np
 import plotly.graph_objects as go
 
 from kernel_code.dashboard.data import IterationRow, SessionData
-from kernel_code.dashboard.figures import message_figure
-from openkernel.traces.scrub import scrub
+from kernel_code.dashboard.figures import floats, message_figure, scrubbed, texts
 
 __all__ = ["TSNE_MAX_POINTS", "TSNE_MIN_POINTS", "features", "landscape_3d_figure", "tsne_figure", "warm_up"]
 
@@ -48,7 +48,7 @@ def _pct_of_peak(row: IterationRow) -> float | None:
 
 
 def _hover(row: IterationRow) -> str:
-    return f"iteration {row.iteration}<br>{scrub(row.intent)}<br>speedup {row.speedup or 0:.3f}x"
+    return f"iteration {row.iteration}<br>{scrubbed(row.intent)}<br>speedup {row.speedup or 0:.3f}x"
 
 
 def landscape_3d_figure(data: SessionData) -> go.Figure:
@@ -59,13 +59,11 @@ def landscape_3d_figure(data: SessionData) -> go.Figure:
         return message_figure(title, "no timed kernel yet")
     fig = go.Figure(
         go.Scatter3d(
-            x=[r.iteration for r in rows],
-            y=[r.runtime_ms for r in rows],
-            z=[_pct_of_peak(r) for r in rows],
+            x=np.array([r.iteration for r in rows]),
+            y=floats(r.runtime_ms for r in rows),
+            z=floats(_pct_of_peak(r) for r in rows),
             mode="markers",
-            marker={"size": 5, "color": [r.speedup for r in rows], "colorscale": "Viridis", "colorbar": {"title": "x"}},
-            hovertext=[_hover(r) for r in rows],
-            hoverinfo="text",
+            **_points_by_speedup(rows, 5),
         )
     )
     fig.update_layout(
@@ -114,12 +112,10 @@ def tsne_figure(data: SessionData, sources: Mapping[int, str]) -> go.Figure:
     ).fit_transform(features(rows, sources))
     fig = go.Figure(
         go.Scatter(
-            x=embedded[:, 0].tolist(),
-            y=embedded[:, 1].tolist(),
+            x=embedded[:, 0],
+            y=embedded[:, 1],
             mode="markers",
-            marker={"size": 9, "color": [r.speedup for r in rows], "colorscale": "Viridis", "colorbar": {"title": "x"}},
-            hovertext=[_hover(r) for r in rows],
-            hoverinfo="text",
+            **_points_by_speedup(rows, 9),
         )
     )
     shown = f"{len(rows)} kernels" + (f" (the latest of {len(timed)})" if len(timed) > len(rows) else "")
@@ -134,9 +130,34 @@ def tsne_figure(data: SessionData, sources: Mapping[int, str]) -> go.Figure:
 
 
 def warm_up() -> None:
-    """Do the lazy imports (plotly's of pandas, scikit-learn's) once, before the server's threads race to them.
+    """Do the lazy imports once, before the server's threads race to them and before a first page waits on them.
 
-    Two callbacks that first import pandas at the same time get a half-initialised module.
+    Two callbacks that first import pandas at the same time get a half-initialised module. And plotly
+    imports each trace's and layout part's classes the first time one is built (a quarter of a second
+    for the session page's kinds): one small figure of each kind, serialised, does it at server start.
     """
-    go.Scatter(x=np.zeros(2), y=[0, 1])
+    from plotly.io.json import to_json_plotly
+
+    xs, marker = np.zeros(2), {"color": np.zeros(2), "colorscale": "Viridis", "colorbar": {"title": "x"}}
+    fig = go.Figure(go.Scatter(x=xs, y=[0, 1], mode="markers", marker=marker, hovertext=texts(["a", "b"])))
+    fig.add_trace(go.Scatter3d(x=xs, y=xs, z=xs, mode="markers", marker=marker))
+    fig.add_trace(go.Indicator(mode="gauge+number", value=1.0, gauge={"axis": {"range": [0, 100]}}))
+    fig.add_hline(y=1.0, line={"dash": "dot"}, annotation_text="reference")
+    fig.update_layout(title="warm-up", template="plotly_white", scene={"xaxis_title": "x"}, xaxis={"type": "log"})
+    to_json_plotly(message_figure("warm-up", "nothing"))
+    to_json_plotly(fig)
     import sklearn.manifold  # noqa: F401
+
+
+def _points_by_speedup(rows: Sequence[IterationRow], size: int) -> dict[str, Any]:
+    """Markers coloured by speedup, with each kernel's hover text: both landscape views draw them so."""
+    return {
+        "marker": {
+            "size": size,
+            "color": floats(r.speedup for r in rows),
+            "colorscale": "Viridis",
+            "colorbar": {"title": "x"},
+        },
+        "hovertext": texts(_hover(r) for r in rows),
+        "hoverinfo": "text",
+    }

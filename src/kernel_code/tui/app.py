@@ -4,10 +4,14 @@ The engine's event stream runs on a plain daemon thread that only puts events on
 on the UI drains the queue 20 times a second, folds the events into the :class:`SessionModel` and
 repaints the panels they touched, once per batch. So the UI never waits on the engine, a burst of
 streamed text costs one repaint, and a force quit (ctrl+q) does not wait on an evaluation.
+
+The ``d`` key's hook (import Dash, start the server: about 2 s the first time) runs in a thread worker
+too; the chat says "starting…" and the link follows when the hook answers.
 """
 
 from __future__ import annotations
 
+import contextlib
 import queue
 import threading
 from collections.abc import Callable, Iterable
@@ -15,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar
 
+from textual import work
 from textual.app import App, ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical
@@ -30,11 +35,19 @@ from openkernel.events import Event
 from openkernel.loop import Controls
 from openkernel.skills.matcher import MatchQuery, match_skills
 
-__all__ = ["DASHBOARD_NOT_BUILT", "DashboardHook", "EventSource", "KernelCodeApp", "TuiOptions"]
+__all__ = [
+    "DASHBOARD_NOT_BUILT",
+    "DASHBOARD_STARTING",
+    "DashboardHook",
+    "EventSource",
+    "KernelCodeApp",
+    "TuiOptions",
+]
 
 EventSource = Callable[[Controls], Iterable[Event]]  # the engine (or a replay), steered by the controls
 DashboardHook = Callable[[Path | None], str]  # the session directory -> a line for the chat (the link)
 DASHBOARD_NOT_BUILT = "dashboard: not built yet (issue 7)"
+DASHBOARD_STARTING = "dashboard: starting… (the link follows)"
 DRAIN_S = 0.05  # how often the UI folds queued events (seconds)
 DRAIN_MAX = 1_000  # events folded per drain at most (~150 iterations), so that one drain stays short
 SKILLS_SHOWN = 5
@@ -84,6 +97,8 @@ class KernelCodeApp(App[int]):
         self.engine_done = False
         self.events_seen = 0  # events folded into the model so far
         self.quitting = False
+        self._dashboard_asked = False  # d was pressed before: the dashboard is up (or said why not)
+        self._dashboard_pending = False  # the hook is running in its worker
         self._queue: queue.SimpleQueue[Event | _Done] = queue.SimpleQueue()
         self._thread = threading.Thread(target=self._pump, name="kernel-code-engine", daemon=True)
 
@@ -170,7 +185,29 @@ class KernelCodeApp(App[int]):
     # ------------------------------------------------------------------ keys
 
     def action_dashboard(self) -> None:
-        self.say("info", self.options.dashboard(self.options.session_dir))
+        if self._dashboard_pending:
+            self.say("info", DASHBOARD_STARTING)
+            return
+        if not self._dashboard_asked:  # the first time is the slow one (Dash's import, the server's start)
+            self.say("info", DASHBOARD_STARTING)
+        self._dashboard_pending = True
+        self._open_dashboard()
+
+    @work(thread=True, group="dashboard")
+    def _open_dashboard(self) -> None:
+        """The hook off the UI thread; its line (the link, or why not) comes back to the chat."""
+        try:
+            line = self.options.dashboard(self.options.session_dir)
+        except Exception as err:  # the hook's own bug: said in the chat, and the next d tries again
+            line = f"dashboard: could not start ({type(err).__name__}: {err})"
+        if self.is_running:  # not after a quit meanwhile: nothing is left to show the line
+            with contextlib.suppress(RuntimeError):  # the app's loop closed between the check and the call
+                self.call_from_thread(self._dashboard_answered, line)
+
+    def _dashboard_answered(self, line: str) -> None:
+        self._dashboard_pending = False
+        self._dashboard_asked = True
+        self.say("info", line)
 
     def _source_of(self, view: IterationView) -> str | None:
         if view.kernel_file is None or self.options.session_dir is None:

@@ -28,6 +28,7 @@ FLAGS = [
 ]
 ARTIFACTS = ROOT / "test-artifacts" / "dashboard"
 TOKEN = "k" * 43
+TSNE_POINTS = "document.querySelectorAll('#session-tsne .scatterlayer .point').length === {n}"
 
 pytestmark = pytest.mark.skipif(
     not CHROMIUM.is_file(), reason="needs Debian's Chromium: apt-get update && apt-get install -y chromium"
@@ -110,9 +111,11 @@ def test_every_panel_renders_the_table_filters_and_sorts_and_new_iterations_appe
     diff_text = pw.locator("#session-diff").inner_text()  # type: ignore[attr-defined]
     assert "iteration 0 · correct · keep · 2.000x · 1 ms" in diff_text
     assert "BLOCK_SIZE = 1024" in diff_text and "BLOCK_SIZE = 256" in diff_text
-    # 6 landscape: the 3D scatter and the t-SNE map of the 5 timed kernels
+    # 6 landscape: the 3D scatter and the t-SNE map of the 5 timed kernels (its own callback, after the refresh)
     assert "Optimisation landscape (3D)" in pw.locator("#session-landscape-3d .gtitle").text_content()  # type: ignore[attr-defined]
+    pw.wait_for_function(TSNE_POINTS.format(n=5), timeout=30_000)  # type: ignore[attr-defined]
     assert pw.locator("#session-tsne .scatterlayer .point").count() == 5  # type: ignore[attr-defined]
+    assert "t-SNE" in pw.locator("#session-tsne .gtitle").text_content()  # type: ignore[attr-defined]
     # 7 memory heatmap, on demand
     pw.click("#session-heatmap-load")  # type: ignore[attr-defined]
     pw.wait_for_selector("#session-heatmap-graph .heatmaplayer")  # type: ignore[attr-defined]
@@ -124,6 +127,8 @@ def test_every_panel_renders_the_table_filters_and_sorts_and_new_iterations_appe
         "document.querySelectorAll('#session-table .ag-center-cols-container .ag-row').length === 8", timeout=15_000
     )
     assert pw.locator("#session-trajectory .scatterlayer .trace .point").count() == 8  # type: ignore[attr-defined]
+    # the 8th kernel is timed too: the t-SNE callback maps 6
+    pw.wait_for_function(TSNE_POINTS.format(n=6), timeout=30_000)  # type: ignore[attr-defined]
     pw.screenshot(path=str(ARTIFACTS / "session-live.png"), full_page=True)  # type: ignore[attr-defined]
 
 

@@ -7,13 +7,14 @@ loop (``optimize``) with a scripted generator and an evaluator the test releases
 from __future__ import annotations
 
 import asyncio
+import threading
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 from rich.text import Text
 from textual.widgets import Input, RichLog, Static
 
-from kernel_code.tui.app import DASHBOARD_NOT_BUILT, KernelCodeApp, TuiOptions
+from kernel_code.tui.app import DASHBOARD_NOT_BUILT, DASHBOARD_STARTING, KernelCodeApp, TuiOptions
 from kernel_code.tui.launch import paced
 from kernel_code.tui.screens import DiffScreen, KernelScreen, RooflineScreen
 from kernel_code.tui.widgets import ExperimentLog, HeaderBar, ProfilePanel, TrajectoryPanel
@@ -129,12 +130,69 @@ def test_d_shows_the_dashboard_hook_line(tmp_path: Path) -> None:
 
         async def body(app: KernelCodeApp, pilot, expected: str | None = expected) -> None:  # type: ignore[no-untyped-def]
             await pilot.press("d")
-            await settle(pilot, lambda: bool(_chat(app)), "the dashboard line")
-            assert _chat(app) == [expected or "dashboard: http://127.0.0.1:8050/?token=…"]
+            await settle(pilot, lambda: len(_chat(app)) == 2, "the dashboard line")
+            assert _chat(app) == [DASHBOARD_STARTING, expected or "dashboard: http://127.0.0.1:8050/?token=…"]
 
         _run(KernelCodeApp(feed, options), body)
     assert seen == [tmp_path]
     assert DASHBOARD_NOT_BUILT == "dashboard: not built yet (issue 7)"
+    assert DASHBOARD_STARTING == "dashboard: starting… (the link follows)"
+
+
+def test_the_ui_answers_keys_while_the_dashboard_starts(tmp_path: Path) -> None:
+    """The hook (Dash's import and the server's start, ~2 s) runs off the UI thread: keys work meanwhile."""
+    entered, release, returned = threading.Event(), threading.Event(), threading.Event()
+    calls: list[Path | None] = []
+    link = "dashboard: http://127.0.0.1:8050/session/s1?token=…"
+
+    def slow_hook(session_dir: Path | None) -> str:
+        calls.append(session_dir)
+        entered.set()
+        release.wait(timeout=5)  # on the UI thread (the old way) the test's keys would wait this out
+        returned.set()
+        return link
+
+    async def body(app: KernelCodeApp, pilot) -> None:  # type: ignore[no-untyped-def]
+        await pilot.press("d")
+        await settle(pilot, entered.is_set, "the hook to start")
+        assert _chat(app) == [DASHBOARD_STARTING]
+        await pilot.press("s")  # handled while the hook is still busy
+        assert app.query_one("#skills", Static).display is True
+        assert not returned.is_set()
+        await pilot.press("d")  # again while starting: said so, not started twice
+        assert _chat(app) == [DASHBOARD_STARTING, DASHBOARD_STARTING]
+        release.set()
+        await settle(pilot, lambda: len(_chat(app)) == 3, "the link")
+        assert _chat(app) == [DASHBOARD_STARTING, DASHBOARD_STARTING, link]
+        await pilot.press("d")  # once started, d answers the link at once
+        await settle(pilot, lambda: len(_chat(app)) == 4, "the link again")
+        assert _chat(app)[-1] == link
+        assert calls == [tmp_path, tmp_path]
+
+    _run(KernelCodeApp(Feed(), TuiOptions(tmp_path, dashboard=slow_hook)), body)
+
+
+def test_a_dashboard_hook_that_raises_is_said_in_the_chat_and_d_tries_again(tmp_path: Path) -> None:
+    answers: list[str | Exception] = [OSError("no such file: dash"), "dashboard: http://127.0.0.1:8050/?token=…"]
+
+    def hook(_session_dir: Path | None) -> str:
+        answer = answers.pop(0)
+        if isinstance(answer, Exception):
+            raise answer
+        return answer
+
+    async def body(app: KernelCodeApp, pilot) -> None:  # type: ignore[no-untyped-def]
+        await pilot.press("d")
+        await settle(pilot, lambda: len(_chat(app)) == 2, "the error")
+        await pilot.press("d")
+        await settle(pilot, lambda: len(_chat(app)) == 3, "the link")
+        assert _chat(app) == [
+            DASHBOARD_STARTING,
+            "dashboard: could not start (OSError: no such file: dash)",
+            "dashboard: http://127.0.0.1:8050/?token=…",
+        ]
+
+    _run(KernelCodeApp(Feed(), TuiOptions(tmp_path, dashboard=hook)), body)
 
 
 def test_k_diffs_the_latest_kernel_against_the_previous_best(tmp_path: Path) -> None:

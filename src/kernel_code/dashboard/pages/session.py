@@ -4,6 +4,10 @@ A ``dcc.Interval`` asks every ``poll_ms`` for the session's data; when the reade
 new the callback sends nothing (``PreventUpdate``), so an idle page costs a file ``stat`` and a read
 of zero bytes. Ids are prefixed ``session-``. The deep-profile panels (utilisation, heatmap) read
 ``profiles/iter_NNNN.json`` when asked, never on the poll.
+
+The t-SNE map is the one slow figure (a third of a second for 200 kernels, more than every other
+panel of a 10,000-iteration session together): it has its own callback, fired by the refresh's new
+``session-version``, so the page shows every other panel first and "computing t-SNE…" meanwhile.
 """
 
 from __future__ import annotations
@@ -27,7 +31,7 @@ from openkernel.traces.scrub import scrub
 if TYPE_CHECKING:
     from kernel_code.dashboard.server import SessionRegistry
 
-__all__ = ["TABLE_COLUMNS", "layout", "register_callbacks"]
+__all__ = ["TABLE_COLUMNS", "TSNE_PENDING", "layout", "register_callbacks"]
 
 TABLE_COLUMNS = (
     "iteration",
@@ -43,10 +47,12 @@ TABLE_COLUMNS = (
 _DIFF_BG = {"same": None, "changed": "#fff5b1", "removed": "#ffdce0", "added": "#dcffe4"}
 _PANEL = {"border": "1px solid #ddd", "borderRadius": "6px", "padding": "8px", "margin": "8px 0"}
 _MONO = {"fontFamily": "monospace", "fontSize": "12px", "whiteSpace": "pre"}
+TSNE_PENDING = "computing t-SNE of the latest kernels…"  # the t-SNE panel until its callback answers
 
 
-def _graph(panel_id: str) -> dcc.Graph:
-    return dcc.Graph(id=panel_id, config={"displaylogo": False}, style={"height": "460px"})
+def _graph(panel_id: str, figure: Any = None) -> dcc.Graph:
+    shown = {} if figure is None else {"figure": figure}
+    return dcc.Graph(id=panel_id, config={"displaylogo": False}, style={"height": "460px"}, **shown)
 
 
 def layout(session_id: str, registry: SessionRegistry) -> html.Div:
@@ -55,14 +61,17 @@ def layout(session_id: str, registry: SessionRegistry) -> html.Div:
         return html.Div(
             [html.H3(f"no session {session_id!r} here"), dcc.Link("all sessions", href="/")], id="session-missing"
         )
-    profiled = profiled_iterations(data.path)
+    return _page(session_id, profiled_iterations(data.path), registry.config.poll_ms)
+
+
+def _page(session_id: str, profiled: tuple[int, ...], poll_ms: int) -> html.Div:
     columns: list[dict[str, Any]] = [{"field": c, "filter": True, "sortable": True} for c in TABLE_COLUMNS]
     columns[0]["filter"] = "agNumberColumnFilter"
     return html.Div(
         [
             dcc.Store(id="session-id", data=session_id),
             dcc.Store(id="session-version", data=-1),
-            dcc.Interval(id="session-interval", interval=registry.config.poll_ms),
+            dcc.Interval(id="session-interval", interval=poll_ms),
             html.Div([dcc.Link("← all sessions", href="/"), html.H2(id="session-title")]),
             html.Div(id="session-summary", style={"color": "#444"}),
             html.Div(_graph("session-trajectory"), style=_PANEL, id="panel-trajectory"),
@@ -113,7 +122,10 @@ def layout(session_id: str, registry: SessionRegistry) -> html.Div:
                 id="panel-diff",
             ),
             html.Div(
-                [_graph("session-landscape-3d"), _graph("session-tsne")],
+                [
+                    _graph("session-landscape-3d"),
+                    _graph("session-tsne", figures.message_figure("Optimisation landscape (t-SNE)", TSNE_PENDING)),
+                ],
                 style={**_PANEL, "display": "grid", "gridTemplateColumns": "1fr 1fr"},
                 id="panel-landscape",
             ),
@@ -149,7 +161,10 @@ def _summary(data: SessionData) -> str:
 
 def _kernel_options(data: SessionData) -> list[dict[str, Any]]:
     return [
-        {"label": f"{r.iteration}: {figures.fmt(r.speedup, '.3f', 'x')} · {scrub(r.intent)[:40]}", "value": r.iteration}
+        {
+            "label": f"{r.iteration}: {figures.fmt(r.speedup, '.3f', 'x')} · {figures.scrubbed(r.intent)[:40]}",
+            "value": r.iteration,
+        }
         for r in data.rows
         if r.kernel_file is not None
     ]
@@ -171,7 +186,7 @@ def _read_kernel(data: SessionData, iteration: int) -> str | None:
 
 
 class _TsneCache:
-    """t-SNE is the slow figure: recomputed only when the set of timed kernels changed."""
+    """t-SNE is the slow figure: recomputed only when the set of timed kernels (per session) changed."""
 
     def __init__(self) -> None:
         self._by_session: dict[Path, tuple[tuple[int, ...], Any]] = {}
@@ -233,6 +248,12 @@ def _profile(data: SessionData | None, iteration: int | None) -> tuple[DeepProfi
 
 
 def register_callbacks(app: dash.Dash, registry: SessionRegistry) -> None:
+    """The page's callbacks; and the page built once, unseen, at server start.
+
+    Dash's first construction of these components costs a quarter of a second (its prop type checks
+    fill Python's ABC caches): paid here rather than by the first visitor.
+    """
+    _page("warm-up", (), registry.config.poll_ms)
     tsne = _TsneCache()
     out = dash.Output
 
@@ -245,7 +266,6 @@ def register_callbacks(app: dash.Dash, registry: SessionRegistry) -> None:
         out("session-diff-a", "options"),
         out("session-diff-b", "options"),
         out("session-landscape-3d", "figure"),
-        out("session-tsne", "figure"),
         out("session-version", "data"),
         dash.Input("session-interval", "n_intervals"),
         dash.State("session-id", "data"),
@@ -266,9 +286,19 @@ def register_callbacks(app: dash.Dash, registry: SessionRegistry) -> None:
             options,
             options,
             landscape_3d_figure(data),
-            tsne.figure(data),
             data.version,
         )
+
+    @app.callback(
+        out("session-tsne", "figure"), dash.Input("session-version", "data"), dash.State("session-id", "data")
+    )
+    def _tsne(version: int, session_id: str) -> Any:
+        if version < 0:  # the page's first call, before the refresh read anything: the placeholder stays
+            raise PreventUpdate
+        data = registry.snapshot(session_id)
+        if data is None:
+            raise PreventUpdate
+        return tsne.figure(data)
 
     @app.callback(out("session-table", "dashGridOptions"), dash.Input("session-search", "value"))
     def _search(text: str | None) -> dict[str, Any]:
