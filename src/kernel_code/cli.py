@@ -17,6 +17,7 @@ from kernel_code import (
     replay_cmd,
     sessions_cmd,
     skills_cmd,
+    sweep_cmd,
     traces_cmd,
 )
 from kernel_code.arguments import add_problem_arguments, positive_float
@@ -55,6 +56,7 @@ def _parser() -> _Parser:
     profile_cmd.add_parser(sub)
     sessions_cmd.add_parser(sub)
     optimize_cmd.add_parsers(sub)
+    sweep_cmd.add_parser(sub)
     replay_cmd.add_parser(sub)
     config_cmd.add_parser(sub)
     doctor_cmd.add_parser(sub)
@@ -75,6 +77,7 @@ def main(argv: list[str] | None = None) -> int:
             "sessions": sessions_cmd.run,
             "optimize": optimize_cmd.run_optimize,
             "resume": optimize_cmd.run_resume,
+            "sweep": sweep_cmd.run,
             "replay": replay_cmd.run,
             "config": config_cmd.run,
             "doctor": doctor_cmd.run,

@@ -8,16 +8,17 @@ continues one, also after the process was killed.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 from pathlib import Path
 from typing import Any
 
 from rich.console import Console
 
 from kernel_code.arguments import positive_float
-from kernel_code.models import CRITIC_HELP, MODEL_HELP, ModelRequest, make_critic, make_generator
+from kernel_code.models import CRITIC_HELP, MODEL_HELP
 from kernel_code.traces_cmd import capturing
 from kernel_code.tui import require_terminal
-from openkernel import EvalConfig, ProcessEvaluator, load_problem, optimize, resume_session
+from openkernel import load_problem, optimize, resume_session
 from openkernel.errors import ConfigError
 from openkernel.events import (
     Decision,
@@ -27,17 +28,22 @@ from openkernel.events import (
     KernelProposed,
     Paused,
     Resumed,
-    SessionConfig,
     SessionFinished,
     SessionStarted,
     UsageUpdate,
 )
-from openkernel.generate import Generator
+from openkernel.launch import (
+    SessionPlan,
+    build_critic,
+    build_evaluator,
+    build_generator,
+    provider_base_url,
+    session_plan,
+)
 from openkernel.settings import Settings, default_model, key_environment, load_settings, with_flags
 from openkernel.store import DirectoryStore
-from openkernel.types import Problem
 
-__all__ = ["add_parsers", "print_event", "run_optimize", "run_resume"]
+__all__ = ["add_parsers", "apply_settings", "print_event", "run_optimize", "run_resume"]
 
 _CAPTURE_HELP = "when the session ends, write its traces (Parquet, secrets scrubbed) to the traces dir (traces.enabled)"
 
@@ -67,13 +73,6 @@ def add_parsers(subparsers: argparse._SubParsersAction[Any]) -> None:
     res.add_argument("--capture-traces", action="store_true", default=None, help=_CAPTURE_HELP)
 
 
-def _generator(
-    model: str | None, args: argparse.Namespace, problem: Problem, session_dir: Path, backend: str
-) -> Generator:
-    request = ModelRequest(problem, session_dir, backend, args.base_url, env=args.key_env, price_file=args.price_file)
-    return make_generator(model or "offline", request)  # no model named: the offline generator
-
-
 # option -> setting: an option left out takes the setting's value (defaults < config files < environment)
 _SETTINGS_OF = {
     "model": "loop.model",
@@ -85,7 +84,7 @@ _SETTINGS_OF = {
 }
 
 
-def _apply_settings(args: argparse.Namespace, options: tuple[str, ...]) -> Settings:
+def apply_settings(args: argparse.Namespace, options: tuple[str, ...]) -> Settings:
     """Fill the ``options`` left out from the settings (flags win), and set ``args.key_env``: the
     environment plus the configured API keys, for the LLM builder only (never the process's environment)."""
     given = {_SETTINGS_OF[o]: (f"--{o}", getattr(args, o)) for o in options if getattr(args, o) is not None}
@@ -93,32 +92,15 @@ def _apply_settings(args: argparse.Namespace, options: tuple[str, ...]) -> Setti
     for option in options:
         setattr(args, option, default_model(settings) if option == "model" else settings.value(_SETTINGS_OF[option]))
     args.key_env = key_environment(settings)
-    args.price_file = settings.prices.file
     return settings
 
 
-def _fill_base_url(args: argparse.Namespace, settings: Settings, model: str) -> None:
-    provider = model.partition(":")[0]
-    if args.base_url is None and provider in ("openai", "anthropic"):
-        args.base_url = getattr(settings, provider).base_url
-
-
 def run_optimize(args: argparse.Namespace) -> int:
-    settings = _apply_settings(args, ("model", "backend", "iterations", "timeout", "size", "capture_traces"))
-    _fill_base_url(args, settings, args.model)
+    settings = apply_settings(args, ("model", "backend", "iterations", "timeout", "size", "capture_traces"))
     problem = load_problem(args.problem, kernelbench=args.kernelbench)
-    provider = args.critic.partition(":")[0]  # the LLM critic's server: the flag's, else the provider's setting
-    configured = getattr(settings, provider).base_url if provider in ("openai", "anthropic") else None
-    critic = make_critic(args.critic, args.critic_base_url or configured, args.key_env)
-    config = SessionConfig(
-        backend=args.backend,
-        model=args.model or "offline",
-        size=args.size,
-        max_iterations=args.iterations,
-        wall_time_budget_s=settings.loop.wall_time_budget_s,
-        token_budget=settings.loop.token_budget,
-        cost_budget_usd=settings.loop.cost_budget_usd,
-    )
+    plan = session_plan(settings, args.critic, args.base_url, args.critic_base_url)
+    critic = build_critic(plan, args.key_env)
+    config = plan.config
     if not args.headless:
         require_terminal()
     existed = args.session_dir is not None and args.session_dir.exists()
@@ -127,11 +109,11 @@ def run_optimize(args: argparse.Namespace) -> int:
     else:
         store = DirectoryStore.create(settings.sessions.home, problem.name, config)
     try:
-        generator = _generator(args.model, args, problem, store.path, args.backend)
+        generator = build_generator(plan, problem, store.path, args.key_env)
     except ConfigError:
         _discard_empty_session(store.path, keep_folder=existed)  # nothing was recorded in it yet
         raise
-    evaluator = ProcessEvaluator(EvalConfig(backend=args.backend, size=args.size, timeout_s=args.timeout))
+    evaluator = build_evaluator(plan)
     with capturing(args.capture_traces, store.path, settings.traces.dir):
         if not args.headless:
             from kernel_code.tui.launch import open_session
@@ -157,7 +139,7 @@ def _discard_empty_session(path: Path, keep_folder: bool) -> None:
 
 
 def run_resume(args: argparse.Namespace) -> int:
-    settings = _apply_settings(args, ("timeout", "capture_traces"))  # the rest: the session's own, or the flags
+    settings = apply_settings(args, ("timeout", "capture_traces"))  # the rest: the session's own, or the flags
     path = Path(args.session)
     if not path.is_dir():
         path = settings.sessions.home / args.session
@@ -167,10 +149,12 @@ def run_resume(args: argparse.Namespace) -> int:
         raise ConfigError(f"{path} has no recorded start: it cannot be resumed, start a new session")
     problem = load_problem(started.problem_path if Path(started.problem_path).is_file() else started.problem_name,
                            kernelbench=args.kernelbench)  # fmt: skip
-    _fill_base_url(args, settings, args.model or store.config.model)
-    generator = _generator(args.model or store.config.model, args, problem, store.path, store.config.backend)
-    evaluator = ProcessEvaluator(EvalConfig(backend=store.config.backend, size=store.config.size,
-                                            timeout_s=args.timeout))  # fmt: skip
+    model = args.model or store.config.model
+    base_url = args.base_url or provider_base_url(settings, model)
+    plan = SessionPlan(dataclasses.replace(store.config, model=model), args.timeout, base_url,
+                       price_file=settings.prices.file)  # fmt: skip
+    generator = build_generator(plan, problem, store.path, args.key_env)
+    evaluator = build_evaluator(plan)
     with capturing(args.capture_traces, store.path, settings.traces.dir):
         if not args.headless:
             from kernel_code.tui.launch import open_session

@@ -1,6 +1,7 @@
 """openkernel: the engine of kernel code. No UI imports; usable from scripts and sweeps.
 
-Public API: load a problem, evaluate a candidate kernel against it, read the result.
+Public API: load a problem, evaluate a candidate kernel against it, read the result; optimise it
+(``optimize``), or a whole problem set on Ray (``sweep``; Ray is imported only once a sweep runs).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from openkernel.errors import (
 from openkernel.evaluate import EvalConfig, Evaluator, ProcessEvaluator, ScriptedEvaluator, evaluate_candidate
 from openkernel.loop import Controls, LoopOptions, optimize, resume_session
 from openkernel.problems import bundled_names, load_problem, load_problems
+from openkernel.sweeps import resume_sweep, sweep
 from openkernel.types import EvalResult, EvalStatus, KernelLaunchCount, Problem, TimingStats, TrialCheck
 
 __version__ = "0.1.0"
@@ -48,4 +50,6 @@ __all__ = [
     "load_problems",
     "optimize",
     "resume_session",
+    "resume_sweep",
+    "sweep",
 ]

@@ -55,6 +55,7 @@ __all__ = [
     "StoreError",
     "default_home",
     "list_sessions",
+    "new_session_id",
 ]
 
 EVENTS_FILE = "events.jsonl"
@@ -130,11 +131,9 @@ class DirectoryStore(SessionStore):
     def create(cls, home: Path, problem_name: str, config: SessionConfig) -> DirectoryStore:
         """A new, empty session under ``home``, named like ``20261130-094512-softmax_fp32-3f9a``."""
         home.mkdir(parents=True, exist_ok=True)
-        safe_name = re.sub(r"[^A-Za-z0-9_.-]+", "_", problem_name).strip("._") or "problem"
         now_unix_s = time.time()
-        stamp = time.strftime("%Y%m%d-%H%M%S", time.localtime(now_unix_s))
         for _ in range(100):
-            session_id = f"{stamp}-{safe_name}-{secrets.token_hex(2)}"
+            session_id = new_session_id(problem_name, now_unix_s)
             path = home / session_id
             try:
                 path.mkdir()
@@ -333,6 +332,13 @@ class DirectoryStore(SessionStore):
         path = self.path / RESULTS_FILE
         _write_atomic(path, ("\n".join(lines) + "\n").encode("utf-8"))
         return path
+
+
+def new_session_id(problem_name: str, now_unix_s: float) -> str:
+    """A fresh session name like ``20261130-094512-softmax_fp32-3f9a`` (the time, the problem, 4 random hex)."""
+    safe_name = re.sub(r"[^A-Za-z0-9_.-]+", "_", problem_name).strip("._") or "problem"
+    stamp = time.strftime("%Y%m%d-%H%M%S", time.localtime(now_unix_s))
+    return f"{stamp}-{safe_name}-{secrets.token_hex(2)}"
 
 
 def default_home() -> Path:

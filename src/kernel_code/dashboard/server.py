@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hmac
 import os
+import re
 import secrets
 import socket
 import threading
@@ -20,12 +21,13 @@ from pathlib import Path
 import dash
 from dash import dcc, html
 from flask import Response, g, request
-from werkzeug.serving import BaseWSGIServer, make_server
+from werkzeug.serving import BaseWSGIServer, WSGIRequestHandler, make_server
 
 from kernel_code.dashboard.data import SessionData, SessionReader
 from kernel_code.dashboard.landscape import warm_up
 from kernel_code.dashboard.pages import session as session_page
 from kernel_code.dashboard.pages import sessions as sessions_page
+from kernel_code.dashboard.pages import sweep as sweep_page
 from openkernel.errors import ConfigError, StoreError
 from openkernel.hardware import Calibration, calibration_for, find_spec, load_calibration
 from openkernel.settings import user_config_path
@@ -132,7 +134,8 @@ class SessionRegistry:
 
 
 def create_app(config: DashboardConfig) -> dash.Dash:
-    """The Dash app: a sessions page at ``/``, one page per session at ``/session/<id>``, behind the token."""
+    """The Dash app behind the token: a sessions page at ``/``, one page per session at ``/session/<id>``,
+    the sweeps at ``/sweeps`` and one page per sweep at ``/sweep/<id>``."""
     warm_up()
     registry = SessionRegistry(config)
     app = dash.Dash(
@@ -149,9 +152,14 @@ def create_app(config: DashboardConfig) -> dash.Dash:
         path = pathname or "/"
         if path.startswith("/session/"):
             return session_page.layout(path.removeprefix("/session/").strip("/"), registry)
+        if path.startswith("/sweep/"):
+            return sweep_page.layout(path.removeprefix("/sweep/").strip("/"), registry)
+        if path.rstrip("/") == "/sweeps":
+            return sweep_page.list_layout(registry)
         return sessions_page.layout(registry)
 
     session_page.register_callbacks(app, registry)
+    sweep_page.register_callbacks(app, registry)
     return app
 
 
@@ -176,6 +184,18 @@ def _guard(app: dash.Dash, token: str) -> None:
     server.after_request(_cookie)
 
 
+_TOKEN_IN_URL = re.compile(r"(token=)[^&\s\"]+")
+
+
+class _QuietRequests(WSGIRequestHandler):
+    """werkzeug's request log, with the token taken out of every URL it writes (the personal link's
+    first request carries it), so a log or a redirected stderr never holds the secret."""
+
+    def log(self, type: str, message: str, *args: object) -> None:
+        text = message % args if args else message
+        super().log(type, "%s", _TOKEN_IN_URL.sub(r"\1<hidden>", text))
+
+
 class DashboardServer:
     """The app served on ``host:port`` by a thread (port 0: a free one); ``stop()`` shuts it down."""
 
@@ -190,7 +210,9 @@ class DashboardServer:
                 f"the dashboard cannot listen on {host}:{port} ({err.strerror}): pass another --port"
             ) from None
         with listener:  # werkzeug takes a duplicate of the bound socket
-            self._server: BaseWSGIServer = make_server(host, port, self.app.server, threaded=True, fd=listener.fileno())
+            self._server: BaseWSGIServer = make_server(
+                host, port, self.app.server, threaded=True, fd=listener.fileno(), request_handler=_QuietRequests
+            )
         self.host, self.port = host, int(self._server.socket.getsockname()[1])
         self._thread = threading.Thread(target=self._server.serve_forever, name="dashboard", daemon=True)
 

@@ -9,9 +9,21 @@ from __future__ import annotations
 from openkernel.problems.loader import (
     bundled_dir,
     bundled_names,
+    load_kernelbench_level,
     load_problem,
     load_problems,
     parse_kernelbench_id,
+    parse_kernelbench_level,
+    resolve_problems,
 )
 
-__all__ = ["bundled_dir", "bundled_names", "load_problem", "load_problems", "parse_kernelbench_id"]
+__all__ = [
+    "bundled_dir",
+    "bundled_names",
+    "load_kernelbench_level",
+    "load_problem",
+    "load_problems",
+    "parse_kernelbench_id",
+    "parse_kernelbench_level",
+    "resolve_problems",
+]

@@ -1,4 +1,4 @@
-"""Find and check problem files: a path, a folder, a bundled name, or a KernelBench id (``L1#23``).
+"""Find and check problem files: a path, a folder, a bundled name, a KernelBench id (``L1#23``) or level (``L1``).
 
 The check is static (``ast``): the parent never runs problem code, so a broken file is reported
 before any worker starts, with a message that says what to add.
@@ -8,14 +8,26 @@ from __future__ import annotations
 
 import ast
 import re
+from collections.abc import Sequence
 from pathlib import Path
 
 from openkernel.errors import BadProblem, ProblemNotFound
 from openkernel.types import Problem
 
-__all__ = ["bundled_dir", "bundled_names", "load_problem", "load_problems", "parse_kernelbench_id"]
+__all__ = [
+    "bundled_dir",
+    "bundled_names",
+    "load_kernelbench_level",
+    "load_problem",
+    "load_problems",
+    "parse_kernelbench_id",
+    "parse_kernelbench_level",
+    "resolve_problems",
+]
 
 _KB_ID = re.compile(r"^L(?P<level>\d+)#(?P<id>\d+)$", re.IGNORECASE)
+_KB_LEVEL = re.compile(r"^L(?P<level>\d+)$", re.IGNORECASE)
+_KB_FILE = re.compile(r"^(?P<id>\d+)_.*\.py$")
 _REQUIRED = ("Model", "get_inputs", "get_init_inputs")
 
 
@@ -31,6 +43,12 @@ def parse_kernelbench_id(spec: str) -> tuple[int, int] | None:
     """``"L1#23"`` -> ``(1, 23)``; anything else -> ``None``."""
     m = _KB_ID.match(spec.strip())
     return (int(m["level"]), int(m["id"])) if m else None
+
+
+def parse_kernelbench_level(spec: str) -> int | None:
+    """``"L1"`` -> ``1``; anything else -> ``None``."""
+    m = _KB_LEVEL.match(spec.strip())
+    return int(m["level"]) if m else None
 
 
 def load_problem(spec: str | Path, kernelbench: Path | None = None) -> Problem:
@@ -64,16 +82,60 @@ def load_problems(folder: Path) -> list[Problem]:
     return [_checked(p.resolve(), name=p.stem, source="file") for p in files]
 
 
-def _kernelbench_file(root: Path, level: int, problem_id: int) -> Path:
+def load_kernelbench_level(root: Path, level: int) -> list[Problem]:
+    """Every problem of ``level`` in a KernelBench checkout, by id (``L1#1``, ``L1#2``, ...)."""
+    level_dir = _kernelbench_level_dir(root, level)
+    files = {int(m["id"]): p for p in level_dir.glob("*.py") if (m := _KB_FILE.match(p.name))}
+    if not files:
+        raise ProblemNotFound(f"KernelBench level {level} holds no problem files in {level_dir}")
+    return [_checked(files[i].resolve(), name=f"L{level}#{i}", source="kernelbench") for i in sorted(files)]
+
+
+def resolve_problems(specs: Sequence[str | Path], kernelbench: Path | None = None) -> list[Problem]:
+    """Every problem the specs name, in order: files, folders (each problem file in them), bundled names,
+    KernelBench ids (``L1#23``) and levels (``L1``, every problem of level 1). A name met twice is a
+    ``BadProblem`` unless both are the same file (which is then kept once)."""
+    found: dict[str, Problem] = {}
+    for spec in specs:
+        text = str(spec)
+        level = parse_kernelbench_level(text)
+        if level is not None:
+            if kernelbench is None:
+                raise ProblemNotFound(
+                    f"{text} is a KernelBench level: pass --kernelbench PATH (a KernelBench checkout)"
+                )
+            problems = load_kernelbench_level(kernelbench, level)
+        elif Path(text).expanduser().is_dir():
+            problems = load_problems(Path(text).expanduser())
+        else:
+            problems = [load_problem(text, kernelbench)]
+        for problem in problems:
+            seen = found.setdefault(problem.name, problem)
+            if seen.path != problem.path:
+                raise BadProblem(
+                    f"two problems are named {problem.name!r} ({seen.path} and {problem.path}): "
+                    "rename one of the files, names must be unique in one run"
+                )
+    if not found:
+        raise ProblemNotFound("no problems were named: give files, folders, bundled names or KernelBench ids")
+    return list(found.values())
+
+
+def _kernelbench_level_dir(root: Path, level: int) -> Path:
     root = root.expanduser()
     for base in (root / "KernelBench", root):
         level_dir = base / f"level{level}"
         if level_dir.is_dir():
-            matches = sorted(level_dir.glob(f"{problem_id}_*.py"))
-            if matches:
-                return matches[0].resolve()
-            raise ProblemNotFound(f"KernelBench level {level} has no problem {problem_id} in {level_dir}")
+            return level_dir
     raise ProblemNotFound(f"{root} is not a KernelBench checkout: no level{level}/ or KernelBench/level{level}/ in it")
+
+
+def _kernelbench_file(root: Path, level: int, problem_id: int) -> Path:
+    level_dir = _kernelbench_level_dir(root, level)
+    matches = sorted(level_dir.glob(f"{problem_id}_*.py"))
+    if matches:
+        return matches[0].resolve()
+    raise ProblemNotFound(f"KernelBench level {level} has no problem {problem_id} in {level_dir}")
 
 
 def _checked(path: Path, name: str, source: str) -> Problem:

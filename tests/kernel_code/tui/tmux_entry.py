@@ -46,6 +46,6 @@ def _generator(*_args: object) -> Generator:
 
 
 if __name__ == "__main__":
-    optimize_cmd._generator = _generator  # type: ignore[assignment]
-    optimize_cmd.ProcessEvaluator = lambda config: SlowEvaluator()  # type: ignore[assignment,misc]
+    optimize_cmd.build_generator = _generator  # type: ignore[assignment]
+    optimize_cmd.build_evaluator = lambda *_args: SlowEvaluator()  # type: ignore[assignment]
     sys.exit(cli.main(sys.argv[1:]))

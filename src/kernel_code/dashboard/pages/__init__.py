@@ -1,1 +1,2 @@
-"""The dashboard's pages: ``sessions`` (the list at ``/``) and ``session`` (one session's panels)."""
+"""The dashboard's pages: ``sessions`` (the list at ``/``), ``session`` (one session's panels) and ``sweep``
+(the sweeps at ``/sweeps``, one sweep's results at ``/sweep/<id>``)."""
