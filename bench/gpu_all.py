@@ -68,8 +68,16 @@ def environment() -> dict[str, Any]:
         "python": platform.python_version(),
         "ncu": tool(["ncu", "--version"]),
         "cpus": _cpus(),
-        "commit": tool(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"]),
+        "commit": _commit(tool),
     }
+
+
+def _commit(tool: Any) -> str:
+    """This checkout's commit; not a parent folder's (a copy of the tree inside another repository)."""
+    top = tool(["git", "-C", str(ROOT), "rev-parse", "--show-toplevel"])
+    if Path(top).resolve() != ROOT.resolve():
+        return "unknown (not a git checkout)"
+    return str(tool(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"]))
 
 
 def _cpus() -> int:
