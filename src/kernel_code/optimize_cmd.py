@@ -187,7 +187,7 @@ def _line(event: Event) -> str | None:
         result = event.result_json
         speedup = result.get("speedup")
         valid = "" if result.get("timing_valid") else " (not a GPU timing)"
-        shown = f" · {speedup:.2f}x{valid}" if isinstance(speedup, float) else ""
+        shown = f" · {_times(speedup)}{valid}" if isinstance(speedup, float) else ""
         reasons = result.get("reasons") or [""]
         return f"#{event.iteration} {result.get('status')}{shown} · {reasons[0]}"
     if isinstance(event, Decision):
@@ -198,6 +198,11 @@ def _line(event: Event) -> str | None:
     if isinstance(event, Paused | Resumed):
         return f"{type(event).__name__.lower()}: {event.reason}"
     if isinstance(event, SessionFinished):
-        best = "no correct kernel" if event.best_speedup is None else f"best {event.best_speedup:.2f}x"
+        best = "no correct kernel" if event.best_speedup is None else f"best {_times(event.best_speedup)}"
         return f"finished: {event.reason} · {best} (iteration {event.best_iteration})"
     return None
+
+
+def _times(speedup: float) -> str:
+    """2.35x; a CPU interpreter's tiny ratio keeps its digits (0.000213x, not 0.00x)."""
+    return f"{speedup:.2f}x" if speedup >= 0.01 else f"{speedup:.3g}x"
