@@ -169,6 +169,9 @@ def _ended(event: AttemptFinished | AttemptFailed) -> str:
     return f"finished: {event.problem} · {found} · best {speedup_text(o)} · {iterations} · {o.tokens:,} tokens · {cost}"
 
 
+WIDE_TABLE = 120  # columns: from here the table has its session / reason column
+
+
 def _count(n: int | None, noun: str) -> str:
     return f"{'no limit of' if n is None else n} {noun}{'' if n == 1 else 's'}"
 
@@ -177,15 +180,27 @@ def print_summary(summary: SweepSummary, console: Console) -> int:
     """The table of every problem, then fast_p, the geomean, tokens and cost; the exit status (1: a
     problem failed or has not finished)."""
     table = Table(title=f"sweep {summary.sweep_id}" + ("" if summary.complete else " (not finished)"))
-    for column in ("problem", "status", "best", "iterations", "attempts", "tokens", "cost", "session / reason"):
-        table.add_column(column, justify="right" if column in ("best", "iterations", "attempts", "tokens") else "left")
+    # Narrower than this, the session names and reasons go under the table, a line each, so that the
+    # problem and status columns stay whole (at 80 columns rich cut them to "softma…", "finish…").
+    wide = console.width >= WIDE_TABLE
+    for column in ("problem", "status", "best", "iters", "tries", "tokens", "cost"):  # iterations, attempts
+        numeric = column in ("best", "iters", "tries", "tokens")
+        table.add_column(column, justify="right" if numeric else "left", no_wrap=True)
+    if wide:
+        table.add_column("session / reason")
+    notes = []
     for r in summary.rows:
         o = r.outcome
         cost = "—" if o is None else ("?" if o.cost_usd is None else f"${o.cost_usd:.4f}")
         where = Path(r.session_dir).name if r.status == "finished" and r.session_dir else r.reason
-        table.add_row(r.problem, r.status, speedup_text(o), "—" if o is None else str(o.iterations),
-                      str(r.attempts), "—" if o is None else f"{o.tokens:,}", cost, where)  # fmt: skip
+        cells = [r.problem, r.status, speedup_text(o), "—" if o is None else str(o.iterations), str(r.attempts),
+                 "—" if o is None else f"{o.tokens:,}", cost]  # fmt: skip
+        table.add_row(*cells, *([where] if wide else []))
+        notes.append(f"{r.problem}: {where}")
     console.print(table)
+    if not wide:
+        for note in notes:
+            console.print(note, markup=False, highlight=False)
     console.print(measures_text(summary), markup=False, highlight=False)
     if any(r.outcome is not None and r.outcome.correct and not r.outcome.timing_valid for r in summary.rows):
         console.print("* not a GPU timing (a CPU slot): correctness only", markup=False, highlight=False)

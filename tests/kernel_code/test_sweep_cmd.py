@@ -4,6 +4,7 @@ a session finishes, one whose worker is SIGKILLed is retried into a new session,
 
 from __future__ import annotations
 
+import io
 import os
 import shutil
 import subprocess
@@ -270,3 +271,25 @@ def test_usage_errors_are_one_line_that_says_how_to_fix_it(
     err = capsys.readouterr().err
     assert err.startswith(f"kernel-code: error: {message}") and err.count("\n") == 1, err
     assert not (tmp_path / "sessions").exists()  # nothing was recorded, no Ray was started
+
+
+def test_a_narrow_terminal_keeps_the_table_whole_and_lists_sessions_below(tmp_path: Path) -> None:
+    from rich.console import Console
+
+    from kernel_code.sweep_cmd import print_summary
+
+    console = Console(width=80, record=True, file=io.StringIO())
+    assert print_summary(summarise(write_record(tmp_path / "sessions")), console) == 1
+    text = console.export_text()
+    assert "…" not in text  # at 80 columns the table used to cut names short: "softma…", "finish…"
+    rows = [[c.strip() for c in line.split("│")[1:-1]] for line in text.splitlines() if line.startswith("│")]
+    assert rows == [
+        ["softmax_fp32", "finished", "2.50x", "5", "1", "1,000", "$0.0100"],
+        ["row_sum_fp32", "finished", "1.20x", "5", "2", "500", "?"],
+        ["log_softmax_fp32", "failed", "—", "—", "1", "—", "—"],
+    ]
+    below = " ".join(text.split("┘", 1)[1].split())  # a long line wraps at 80 columns; it is not cut
+    assert below.startswith(
+        "softmax_fp32: s-softmax_fp32-1 row_sum_fp32: s-row_sum_fp32-2 log_softmax_fp32: raised: ConfigError: "
+        "no API key for openai: set OPENAI_API_KEY or pass --model offline fast_0 0.67 (2/3)"
+    )
