@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -79,16 +80,13 @@ def run_reference(ch: Channel, job: dict[str, Any]) -> None:
         _await(ch, "time")
         timing = job["timing"]
         flush_buf = h.l2_flush_buffer(device)
-        samples: list[h.SampleTiming] = []
         checked = set(timing["checked"])
-        for i, (pool_index, noise_seed) in enumerate(timing["schedule"]):
-            inputs = h.materialize(pool[pool_index], noise_seed, device)
-            value, t = h.time_call(functools.partial(model, *inputs), device, functools.partial(h.flush, flush_buf))
-            if i >= timing["warmup"]:
-                samples.append(t)
+
+        def send_checked(i: int, value: Any) -> None:
             if i in checked:
                 send_outputs(ch, {"kind": "checked", "sample": i}, value)
-            del value, inputs
+
+        samples = _time_schedule(model, pool, timing, device, flush_buf, send_checked)
         ch.send({"kind": "timing", **_timing_payload(samples, device)})
         if compiled is not None:
             ch.send({"kind": "compile_timing", **_time_compiled(compiled, pool, timing, device, flush_buf)})
@@ -160,12 +158,28 @@ def _time_compiled(
     flush_buf: torch.Tensor | None,
 ) -> dict[str, Any]:
     try:
-        samples = []
-        for i, (pool_index, noise_seed) in enumerate(timing["schedule"]):
-            inputs = h.materialize(pool[pool_index], noise_seed, device)
-            _, t = h.time_call(functools.partial(compiled, *inputs), device, functools.partial(h.flush, flush_buf))
-            if i >= timing["warmup"]:
-                samples.append(t)
-        return {"ok": True, **_timing_payload(samples, device)}
+        return {"ok": True, **_timing_payload(_time_schedule(compiled, pool, timing, device, flush_buf), device)}
     except Exception as exc:  # torch.compile failing is a note, not a failed evaluation
         return {"ok": False, "error": f"{type(exc).__name__}: {exc}"[:500]}
+
+
+def _time_schedule(
+    fn: Any,
+    pool: list[list[Any]],
+    timing: dict[str, Any],
+    device: torch.device,
+    flush_buf: torch.Tensor | None,
+    each: Callable[[int, Any], None] | None = None,
+) -> list[h.SampleTiming]:
+    """Time ``fn`` over the parent's schedule (each call on fresh values of a trial's inputs, after an L2
+    flush); the calls after the warm-up, and ``each(index, output)`` for every call."""
+    samples = []
+    for i, (pool_index, noise_seed) in enumerate(timing["schedule"]):
+        inputs = h.materialize(pool[pool_index], noise_seed, device)
+        value, t = h.time_call(functools.partial(fn, *inputs), device, functools.partial(h.flush, flush_buf))
+        if i >= timing["warmup"]:
+            samples.append(t)
+        if each is not None:
+            each(i, value)
+        del value, inputs
+    return samples
