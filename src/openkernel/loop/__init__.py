@@ -59,7 +59,16 @@ from openkernel.skills.matcher import MatchQuery, match_skills, prompt_section
 from openkernel.store import DirectoryStore, SessionStore
 from openkernel.types import EvalResult, Problem
 
-__all__ = ["BACKENDS", "BestKernel", "Controls", "LoopOptions", "LoopState", "optimize", "resume_session"]
+__all__ = [
+    "BACKENDS",
+    "BestKernel",
+    "Controls",
+    "LoopOptions",
+    "LoopState",
+    "optimize",
+    "resume_session",
+    "this_device",
+]
 
 HISTORY_SIZE = 5  # past results told to the next prompt
 SKILLS_IN_PROMPT = 3  # matched skills told to the next prompt
@@ -94,7 +103,7 @@ def optimize(
     """Run a new session on ``problem`` until a budget is spent or the user stops it; yield each event."""
     run = _Run(problem, generator, evaluator, store, config, critic, controls, options or LoopOptions())
     state = LoopState(backend=config.backend, hints=run.options.hints)
-    device = run.options.device or _this_device()
+    device = run.options.device or this_device()
     yield from run.emit(
         SessionStarted(
             run.session_id,
@@ -355,7 +364,8 @@ class _Run:
         return path, str(path)
 
 
-def _this_device() -> str:
+def this_device() -> str:
+    """This machine's device as a session records it: ``cuda:0 (NVIDIA H200)``, or the interpreter."""
     if torch.cuda.is_available():
         return f"cuda:0 ({torch.cuda.get_device_name(0)})"
     return "cpu (Triton interpreter)"

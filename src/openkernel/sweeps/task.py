@@ -22,7 +22,7 @@ from pathlib import Path
 from openkernel.errors import ProblemNotFound
 from openkernel.events import IterationStarted
 from openkernel.launch import SessionPlan, build_critic, build_evaluator, build_generator
-from openkernel.loop import LoopOptions, optimize
+from openkernel.loop import LoopOptions, optimize, this_device
 from openkernel.problems import load_problem
 from openkernel.settings import key_environment, load_settings
 from openkernel.store import DirectoryStore
@@ -77,9 +77,7 @@ def _device_label(device: str, environ: MutableMapping[str, str]) -> str | None:
     """The session's device, with which of the node's GPUs Ray gave it (None: the loop's own label)."""
     if device != "cuda":
         return None
-    import torch
-
-    return f"cuda:0 ({torch.cuda.get_device_name(0)}), GPU {environ.get('CUDA_VISIBLE_DEVICES', '?')} of the node"
+    return f"{this_device()}, GPU {environ.get('CUDA_VISIBLE_DEVICES', '?')} of the node"
 
 
 def _problem_here(problem: Problem) -> Problem:
