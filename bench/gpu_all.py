@@ -17,6 +17,7 @@ Sections, in order (each skipped, and said so, when the deadline is too near):
   trials, 50 timed calls) per GPU-minute, cold caches then warm, evaluations in parallel (trials share
   the GPU, timing takes it in turns). Goal: >= 30 Triton candidates per minute.
 * ``zoo``: the GPU attacks (side stream, allocator reuse, background thread, ...), each caught.
+* ``solutions`` (only with ``--only``): every bundled problem's honest Triton solution, one at a time.
 
 Writes OUT/gpu_all.json (everything, machine-readable), OUT/tables.md (the tables for BENCHMARKS.md)
 and OUT/sessions.tgz (the results' session directories).
@@ -43,9 +44,13 @@ import gpu_results as r  # noqa: E402
 import gpu_sections as s  # noqa: E402
 import torch  # noqa: E402
 
-SECTIONS = ("calibrate", "fidelity", "ncu", "do_bench", "results", "throughput", "zoo")
+SECTIONS = ("calibrate", "fidelity", "ncu", "do_bench", "results", "throughput", "zoo", "solutions")
+# The default run (it fits 10 minutes); ``solutions`` (every bundled problem's honest kernel, ~15 s each,
+# the evaluator's own check) runs when asked for with --only.
+DEFAULT = SECTIONS[:-1]
 # Seconds a section needs at least; one that would not fit before the deadline is skipped and said so.
 NEEDS_S = {"calibrate": 20, "fidelity": 90, "ncu": 60, "do_bench": 15, "throughput": 120, "results": 150, "zoo": 45}
+NEEDS_S["solutions"] = 30
 
 
 def environment() -> dict[str, Any]:
@@ -90,16 +95,16 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--deadline-s", type=float, default=560.0, help="stop starting sections after this")
-    parser.add_argument("--only", default=",".join(SECTIONS), help="comma-separated sections")
+    parser.add_argument("--only", default=",".join(DEFAULT), help="comma-separated sections")
     parser.add_argument("--workers", type=int, default=0, help="evaluations at once (default: CPU cores / 2)")
     args = parser.parse_args()
-    if not torch.cuda.is_available():
-        print("bench/gpu_all.py needs a CUDA GPU; the CPU benchmarks are bench/tui_10k.py, dashboard_10k.py, ...")
-        return 2
     wanted = [part for part in args.only.split(",") if part]
     unknown = sorted(set(wanted) - set(SECTIONS))
     if unknown:
         parser.error(f"unknown section(s) {', '.join(unknown)}: choose from {', '.join(SECTIONS)}")
+    if not torch.cuda.is_available():
+        print("bench/gpu_all.py needs a CUDA GPU; the CPU benchmarks are bench/tui_10k.py, dashboard_10k.py, ...")
+        return 2
     started = time.monotonic()
     args.out.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix="kc-bench-"))

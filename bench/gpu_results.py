@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import math
-import statistics
 import time
 from typing import Any
 
-from gpu_sections import FAST_P, KERNELS, ZOO, BenchContext, pool_map
+from gpu_sections import KERNELS, SOLUTIONS, ZOO, BenchContext, kernel_header, pool_map
 from session_table import summarise
 
 from openkernel import EvalConfig, bundled_names, load_problem, optimize
@@ -16,6 +15,7 @@ from openkernel.evaluate import ProcessEvaluator
 from openkernel.events import SessionConfig
 from openkernel.generate.offline import OfflineGenerator
 from openkernel.store import DirectoryStore
+from openkernel.sweeps.summary import FAST_P, fast_p_of, geometric_mean
 
 ITERATIONS = 2
 
@@ -34,20 +34,6 @@ def _session(ctx: BenchContext, name: str, deadline: float) -> dict[str, Any]:
     return row
 
 
-def fast_p(speedups: list[float | None], p: float) -> float:
-    """KernelBench's fast_p: the share of problems whose kernel is correct and more than p times faster.
-
-    ``None`` is a problem with no correct kernel; it counts in the denominator, never as fast.
-    """
-    return sum(1 for s in speedups if s is not None and s > p) / len(speedups) if speedups else math.nan
-
-
-def geomean(speedups: list[float | None]) -> float:
-    """Geometric mean over the problems with a correct kernel (the failed ones are in fast_0's count)."""
-    ok = [s for s in speedups if s is not None and s > 0]
-    return math.exp(statistics.fmean(math.log(s) for s in ok)) if ok else math.nan
-
-
 def results(ctx: BenchContext, left: float) -> tuple[dict[str, Any], str]:
     names = bundled_names()
     # At most 330 s, and room for the throughput and zoo sections after it when the run is short of time.
@@ -56,9 +42,11 @@ def results(ctx: BenchContext, left: float) -> tuple[dict[str, Any], str]:
     vs_eager = [r.get("vs_eager") if r.get("status") == "correct" else None for r in rows]
     vs_compile = [r.get("vs_compile") if r.get("status") == "correct" else None for r in rows]
     data: dict[str, Any] = {"iterations": ITERATIONS, "problems": rows}
-    data["fast_p_vs_eager"] = {str(p): fast_p(vs_eager, p) for p in FAST_P}
-    data["fast_p_vs_compile"] = {str(p): fast_p(vs_compile, p) for p in FAST_P}
-    data["geomean_vs_eager"], data["geomean_vs_compile"] = geomean(vs_eager), geomean(vs_compile)
+    # KernelBench's measures, as the sweeps compute them: failed problems count in fast_p, not in the mean.
+    data["fast_p_vs_eager"] = {str(p): fast_p_of(vs_eager, p) for p in FAST_P}
+    data["fast_p_vs_compile"] = {str(p): fast_p_of(vs_compile, p) for p in FAST_P}
+    data["geomean_vs_eager"] = geometric_mean(vs_eager) or math.nan
+    data["geomean_vs_compile"] = geometric_mean(vs_compile) or math.nan
     lines = [
         f"### The offline generator on every bundled problem ({ITERATIONS} iterations, all sessions at once)",
         "",
@@ -113,18 +101,9 @@ def _f(v: float | None) -> str:
 # ----------------------------------------------------------------------------------------------- zoo
 
 
-def _header(name: str) -> dict[str, str]:
-    out = {}
-    for line in (KERNELS / f"{name}.py").read_text().splitlines():
-        if line.startswith("# ") and ":" in line:
-            key, _, value = line[2:].partition(":")
-            out[key.strip()] = value.strip()
-    return out
-
-
 def zoo(ctx: BenchContext, left: float) -> tuple[dict[str, Any], str]:
     def one(name: str) -> dict[str, Any]:
-        head = _header(name)
+        head = kernel_header(KERNELS / f"{name}.py")
         res = ctx.evaluate("zoo", head["problem"], KERNELS / f"{name}.py", timeout_s=120, cache_dir=ctx.cache)
         expected = head["expect"].split("|")
         return {
@@ -142,3 +121,37 @@ def zoo(ctx: BenchContext, left: float) -> tuple[dict[str, Any], str]:
         ok = "yes" if r["caught"] else "**NO**"
         lines.append(f"| {r['attack']} | {' or '.join(r['expect'])} | {r['status']} | {ok} | {r['reason'][:110]} |")
     return {"attacks": rows, "all_as_expected": all(r["caught"] for r in rows)}, "\n".join(lines) + "\n"
+
+
+# ------------------------------------------------------------------------------------------ solutions
+
+
+def solutions(ctx: BenchContext, left: float) -> tuple[dict[str, Any], str]:
+    """Every bundled problem's honest Triton solution through the evaluator, one at a time."""
+    deadline = time.monotonic() + left - 20
+    rows: list[dict[str, Any]] = []
+    lines = ["### The bundled problems' honest solutions", "", "| problem | verdict | ours | eager | speedup | took |"]
+    lines.append("|---|---|---|---|---|---|")
+    for name in bundled_names():
+        if time.monotonic() > deadline:
+            rows.append({"problem": name, "status": "not run (deadline)"})
+            lines.append(f"| {name} | NOT RUN (deadline) | | | | |")
+            continue
+        t0 = time.monotonic()
+        res = ctx.evaluate("solution", name, SOLUTIONS / f"{name}.py", cache_dir=ctx.cache)
+        took = time.monotonic() - t0
+        rows.append(
+            {
+                "problem": name,
+                "status": res.status.value,
+                "runtime_ms": res.runtime_ms,
+                "reference_runtime_ms": res.reference_runtime_ms,
+                "speedup": res.speedup,
+                "seconds": took,
+            }
+        )
+        lines.append(
+            f"| {name} | {res.status.value} | {_ms(res.runtime_ms)} | {_ms(res.reference_runtime_ms)} | "
+            f"{_x(res.speedup)} | {took:.0f} s |"
+        )
+    return {"solutions": rows}, "\n".join(lines) + "\n"

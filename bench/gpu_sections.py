@@ -47,7 +47,6 @@ ZOO = [
     "honest_two_kernels",
     "honest_with_torch_glue",
 ]
-FAST_P = (0.0, 1.0, 1.5, 2.0)
 _WAIT = "waiting for the GPU"
 
 
@@ -69,6 +68,17 @@ class BenchContext:
         with self._lock, self.log.open("a") as handle:
             handle.write(json.dumps(record, default=str) + "\n")
         return result
+
+
+def kernel_header(path: Path) -> dict[str, str]:
+    """A test kernel's header lines (``# problem: softmax_fp32``, ``# expect: rejected``, ...) as a dict."""
+    out = {}
+    for line in path.read_text().splitlines():
+        if line.startswith("# ") and ":" in line:
+            key, _, value = line[2:].partition(":")
+            if key in ("problem", "expect", "reason", "needs"):
+                out[key] = value.strip()
+    return out
 
 
 def pool_map(workers: int, fn: Callable[[Any], Any], items: Iterable[Any]) -> list[Any]:

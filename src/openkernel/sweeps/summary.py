@@ -82,19 +82,34 @@ def fast_p(outcomes: Sequence[SessionOutcome | None], p: float) -> float | None:
         return len(correct) / len(outcomes)
     if any(not o.timing_valid or o.best_speedup is None for o in correct):
         return None
-    return sum(1 for o in correct if o.best_speedup is not None and o.best_speedup > p) / len(outcomes)
+    return fast_p_of([o.best_speedup if o is not None and o.correct else None for o in outcomes], p)
+
+
+def fast_p_of(speedups: Sequence[float | None], p: float) -> float | None:
+    """KernelBench's fast_p over plain speedups, one per problem: the share that are more than ``p``x
+    (``None``: no correct kernel, counted in the denominator and never fast)."""
+    if not speedups:
+        return None
+    return sum(1 for s in speedups if s is not None and s > p) / len(speedups)
 
 
 def geomean_speedup(outcomes: Sequence[SessionOutcome | None]) -> float | None:
     """The geometric mean of the GPU-timed speedups of the correct problems (see the module docstring)."""
-    speedups = [
-        o.best_speedup
-        for o in outcomes
-        if o is not None and o.correct and o.timing_valid and o.best_speedup is not None and o.best_speedup > 0
-    ]
-    if not speedups:
+    return geometric_mean(
+        [
+            o.best_speedup
+            for o in outcomes
+            if o is not None and o.correct and o.timing_valid and o.best_speedup is not None
+        ]
+    )
+
+
+def geometric_mean(values: Sequence[float | None]) -> float | None:
+    """The geometric mean of the positive values (``None`` and the rest left out); None when there are none."""
+    positive = [v for v in values if v is not None and v > 0]
+    if not positive:
         return None
-    return math.exp(sum(math.log(s) for s in speedups) / len(speedups))
+    return math.exp(sum(math.log(v) for v in positive) / len(positive))
 
 
 def rows_of(entries: Sequence[SweepEntry]) -> tuple[ProblemRow, ...]:
