@@ -10,13 +10,15 @@ Sections, in order (each skipped, and said so, when the deadline is too near):
 * ``ncu``: the same kernels' ``gpu__time_duration`` under Nsight Compute against our median. Goal: 5%.
 * ``do_bench``: our baseline (torch eager, timed by the reference worker) against
   ``triton.testing.do_bench`` on the same op, same inputs. Goal: 5%.
-* ``results``: an offline-generator session per bundled problem (all at once on the one GPU), then
-  each best kernel evaluated with the torch.compile baseline: eager, torch.compile, ours, % of the
-  roofline floor; fast_p at p = 0, 1, 1.5, 2 and the geometric mean, KernelBench's way.
 * ``throughput``: distinct tiny Triton and CUDA candidates fully evaluated (compile, 5 correctness
   trials, 50 timed calls) per GPU-minute, cold caches then warm, evaluations in parallel (trials share
   the GPU, timing takes it in turns). Goal: >= 30 Triton candidates per minute.
 * ``zoo``: the GPU attacks (side stream, allocator reuse, background thread, ...), each caught.
+* ``results`` (last: it gets the time left): an offline-generator session per bundled problem,
+  ``--workers`` at a time on the one GPU (timing takes turns; every timed call is checked to have been
+  queued before the GPU reached it, so a busy CPU does not leak into the times), then each best kernel
+  evaluated with the torch.compile baseline: eager, torch.compile, ours, % of the roofline floor; fast_p
+  at p = 0, 1, 1.5, 2 and the geometric mean, KernelBench's way.
 * ``solutions`` (only with ``--only``): every bundled problem's honest Triton solution, one at a time.
 
 Writes OUT/gpu_all.json (everything, machine-readable), OUT/tables.md (the tables for BENCHMARKS.md)
@@ -44,7 +46,7 @@ import gpu_results as r  # noqa: E402
 import gpu_sections as s  # noqa: E402
 import torch  # noqa: E402
 
-SECTIONS = ("calibrate", "fidelity", "ncu", "do_bench", "results", "throughput", "zoo", "solutions")
+SECTIONS = ("calibrate", "fidelity", "ncu", "do_bench", "throughput", "zoo", "results", "solutions")
 # The default run (it fits 10 minutes); ``solutions`` (every bundled problem's honest kernel, ~15 s each,
 # the evaluator's own check) runs when asked for with --only.
 DEFAULT = SECTIONS[:-1]

@@ -145,11 +145,13 @@ def fidelity(ctx: BenchContext, left: float) -> tuple[dict[str, Any], str]:
             "baseline_medians_ms": base,
             "baseline_spread_pct": base_spread,
             "within_run_p10_p90_pct": within,
+            "late_calls": [r.candidate_timing.late_samples for r in results if r.candidate_timing is not None],
+            "baseline_late_calls": [r.reference_timing.late_samples for r in results if r.reference_timing],
         }
         verdict = "" if spread <= 1.0 else " **(goal 1%: missed)**"
         lines.append(
-            f"| {role} | {problem} ({size}) | {' '.join(f'{m:.4f}' for m in ours)} | {spread:.2f}%{verdict} | "
-            f"{statistics.median(within):.1f}% (median) | {' '.join(f'{m:.4f}' for m in base)} | {base_spread:.2f}% |"
+            f"| {role} | {problem} ({size}) | {' '.join(f'{m:.5g}' for m in ours)} | {spread:.2f}%{verdict} | "
+            f"{statistics.median(within):.1f}% (median) | {' '.join(f'{m:.5g}' for m in base)} | {base_spread:.2f}% |"
         )
         if len(ours) != RUNS:
             lines.append(f"| {role} | | statuses: {', '.join(statuses)} | | | | |")

@@ -68,6 +68,10 @@ def summarise(session: Path, timeout_s: float) -> dict[str, Any]:
         "pct_of_floor": 100.0 * sol / ours if sol and ours else None,
         "bottleneck": profile.bottleneck if profile is not None else None,
         "bandwidth_source": profile.bandwidth_source if profile is not None else None,
+        # Timed calls the GPU reached before they were queued (host time inside them): ours, eager's.
+        "late_calls": [
+            t.late_samples if t is not None else None for t in (again.candidate_timing, again.reference_timing)
+        ],
         "eval_s": round(time.monotonic() - t0, 1),
         "reasons": list(again.reasons[:2]),
     }

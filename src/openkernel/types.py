@@ -69,6 +69,8 @@ class TimingStats:
     stdev_ms: float
     synced_median_ms: float | None  # start to after a device-wide sync: catches side-stream work
     wall_median_ms: float | None  # the host's wall clock around the same calls
+    # Timed calls the GPU reached before the host had queued them: their times include host time.
+    late_samples: int = 0
 
     @property
     def spread_pct(self) -> float:

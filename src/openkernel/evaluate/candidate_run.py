@@ -36,6 +36,7 @@ __all__ = ["CandidateRun"]
 
 _SIDE_STREAM_SLACK_MS = 0.05  # sync latency allowed between the stream end event and the synced one
 _SIDE_STREAM_FRACTION = 0.25
+_LATE_FRACTION = 0.1  # above this share of late timed calls, a timing says it includes host time
 _WALL_SLACK_MS = 1.0  # host-side noise allowed when checking reported times against the parent's clock
 _BATCH_TARGET_MS = 20.0  # a parent-timed batch lasts about this long
 
@@ -284,6 +285,7 @@ class CandidateRun:
             ch.send({"kind": "keep", "keep": keep})
             if i >= self.plan.warmup:
                 sample = {key: num(frame.header.get(key)) for key in ("event_ms", "synced_ms", "wall_ms")}
+                sample["late"] = 1.0 if frame.header.get("late") is True else 0.0
                 if not (math.isfinite(sample["event_ms"]) and sample["event_ms"] > 0):
                     raise ChannelError(f"implausible time {frame.header.get('event_ms')!r} for timed call {i}")
                 self.samples.append(sample)
@@ -419,6 +421,13 @@ class CandidateRun:
             comp_ms = timing_stats(timing_samples(comp), str(comp.get("method"))).median_ms
         elif comp:
             warnings.append(f"torch.compile baseline failed: {comp.get('error')}")
+        for label, stats in (("the candidate", timing), ("the baseline", ref_stats)):
+            if on_gpu and stats is not None and stats.late_samples > _LATE_FRACTION * stats.samples:
+                warnings.append(
+                    f"host-bound: in {stats.late_samples} of {stats.samples} timed calls of {label} the GPU was "
+                    "idle before the host had queued the call (over ~1 ms of Python and launch work per call, "
+                    "or a busy CPU); those times include host time"
+                )
         timing_valid = on_gpu and status is EvalStatus.CORRECT
         note = None
         if not on_gpu:

@@ -42,8 +42,11 @@ _torch_equal = torch.equal
 _torch_empty = torch.empty
 _manual_seed = torch.manual_seed
 _torch_device = torch.device
-# GPU clock cycles the device sleeps before a timed call (~0.1 ms at 2 GHz): time for the host to queue it.
-_HOST_LEAD_CYCLES = 200_000
+# GPU clock cycles the device sleeps before a timed call (~1 ms at 2 GHz): time for the host to queue it.
+# Measured on an H200 host: queuing a Triton candidate's forward takes the host 80-190 us, so with the
+# earlier 0.1 ms most timed calls started before they were queued and host time leaked into them
+# (medians 15-20% apart between processes); with 1 ms none did, under a 16-process CPU load too.
+_HOST_LEAD_CYCLES = 2_000_000
 
 # Aten ops that move, view, allocate or fill memory. A candidate may call these freely; any other
 # op the reference also calls is "the reference's compute".
@@ -283,14 +286,16 @@ def unchanged(before: Sequence[Any], after: Sequence[Any]) -> bool:
 
 
 class SampleTiming:
-    """One timed call: the stream-event time, the time to a device-wide sync, and host wall time."""
+    """One timed call: the stream-event time, the time to a device-wide sync, host wall time, and
+    whether the GPU reached the call before the host had finished queuing it (``late``)."""
 
-    __slots__ = ("event_ms", "synced_ms", "wall_ms")
+    __slots__ = ("event_ms", "late", "synced_ms", "wall_ms")
 
-    def __init__(self, event_ms: float, synced_ms: float | None, wall_ms: float) -> None:
+    def __init__(self, event_ms: float, synced_ms: float | None, wall_ms: float, late: bool = False) -> None:
         self.event_ms = event_ms
         self.synced_ms = synced_ms
         self.wall_ms = wall_ms
+        self.late = late
 
 
 def time_call(
@@ -300,9 +305,11 @@ def time_call(
 
     On a GPU: CUDA events on the harness stream around the call, then a device-wide synchronize
     and a second end event, so work the call left on other streams shows up as a gap between the
-    two times. The device is idle before ``before``; a short device-side sleep after it keeps the
-    start event from firing until the host has queued the call (up to ~0.1 ms of Python and launch
-    overhead is hidden, as with back-to-back launches in a real program). Without a GPU: the
+    two times. The device is idle before ``before``; a device-side sleep after it keeps the start
+    event from firing until the host has queued the call (up to ~1 ms of Python and launch overhead
+    is hidden, as with back-to-back launches in a real program). Whether that held is checked: if
+    the start event has already fired when the host is done queuing, the sample is ``late`` (its
+    time includes host time: a host-bound call, or a host the OS descheduled). Without a GPU: the
     host's wall clock.
     """
     if device.type == "cuda":
@@ -317,11 +324,12 @@ def time_call(
         start.record()
         result = call()
         end.record()
+        late = bool(start.query())  # type: ignore[no-untyped-call]
         torch.cuda.synchronize()
         end_synced.record()
         end_synced.synchronize()
         wall_ms = (_perf_counter() - t0) * 1e3
-        return result, SampleTiming(start.elapsed_time(end), start.elapsed_time(end_synced), wall_ms)
+        return result, SampleTiming(start.elapsed_time(end), start.elapsed_time(end_synced), wall_ms, late)
     if before is not None:
         before()
     t0 = _perf_counter()

@@ -116,9 +116,10 @@ def timing_samples(timing: dict[str, Any]) -> list[dict[str, float]]:
     event = timing.get("event_ms") or []
     synced = timing.get("synced_ms") or [float("nan")] * len(event)
     wall = timing.get("wall_ms") or [float("nan")] * len(event)
+    late = timing.get("late") or [False] * len(event)
     return [
-        {"event_ms": num(e), "synced_ms": num(s), "wall_ms": num(w)}
-        for e, s, w in zip(event, synced, wall, strict=False)
+        {"event_ms": num(e), "synced_ms": num(s), "wall_ms": num(w), "late": 1.0 if x is True else 0.0}
+        for e, s, w, x in zip(event, synced, wall, late, strict=False)
     ]
 
 
@@ -143,4 +144,5 @@ def timing_stats(samples: list[dict[str, float]], method: str) -> TimingStats:
         stdev_ms=statistics.stdev(values) if n > 1 else 0.0,
         synced_median_ms=statistics.median(synced) if synced and method == "cuda_events" else None,
         wall_median_ms=statistics.median(wall) if wall else None,
+        late_samples=sum(1 for s in samples if s.get("late")),
     )

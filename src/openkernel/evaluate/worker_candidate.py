@@ -177,6 +177,7 @@ class _CandidateSession:
                 "event_ms": t.event_ms,
                 "synced_ms": t.synced_ms,
                 "wall_ms": t.wall_ms,
+                "late": t.late,
                 "input_modified": not h.unchanged(inputs, given),
                 "replaced": self.guard.replaced(),
             }
