@@ -13,7 +13,8 @@ Sections, in order (each skipped, and said so, when the deadline is too near):
 * ``throughput``: distinct tiny Triton and CUDA candidates fully evaluated (compile, 5 correctness
   trials, 50 timed calls) per GPU-minute, cold caches then warm, evaluations in parallel (trials share
   the GPU, timing takes it in turns). Goal: >= 30 Triton candidates per minute.
-* ``zoo``: the GPU attacks (side stream, allocator reuse, background thread, ...), each caught.
+* ``zoo``: the GPU attacks (side stream, allocator reuse, background thread, ...), each caught; when
+  ``results`` runs too, alongside it.
 * ``results`` (last: it gets the time left): an offline-generator session per bundled problem,
   ``--workers`` at a time on the one GPU (timing takes turns; every timed call is checked to have been
   queued before the GPU reached it, so a busy CPU does not leak into the times), then each best kernel
@@ -34,6 +35,7 @@ import subprocess
 import sys
 import tarfile
 import tempfile
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -119,14 +121,13 @@ def main() -> int:
     tables = [f"Run: {env['date']} · {env['gpu']} · driver {env['driver']} · CUDA {env['cuda']} · torch "
               f"{env['torch']} · triton {env['triton']} · Python {env['python']} · {env['ncu']} · "
               f"{env['cpus']} CPU cores · commit {env['commit']}\n"]  # fmt: skip
-    for name in SECTIONS:
-        if name not in wanted:
-            continue
+
+    def run(name: str) -> None:
         left = args.deadline_s - (time.monotonic() - started)
         if left < NEEDS_S[name]:
             report["sections"][name] = {"skipped": f"{left:.0f} s left before the deadline, {NEEDS_S[name]} s needed"}
             tables.append(f"### {name}\n\nNOT RUN: {report['sections'][name]['skipped']}.\n")
-            continue
+            return
         t0 = time.monotonic()
         print(f"=== {name} ({left:.0f} s left)", flush=True)
         try:
@@ -135,10 +136,26 @@ def main() -> int:
             why = f"{type(exc).__name__}: {exc}"
             data, table = {"error": why}, f"### {name}\n\nFAILED: {why}\n"
         data["seconds"] = round(time.monotonic() - t0, 1)
-        report["sections"][name] = data
-        tables.append(table)
-        print(table, flush=True)
-        (args.out / "gpu_all.json").write_text(json.dumps(report, indent=1, default=str))
+        with lock:
+            report["sections"][name] = data
+            tables.append(table)
+            print(table, flush=True)
+            (args.out / "gpu_all.json").write_text(json.dumps(report, indent=1, default=str))
+            (args.out / "tables.md").write_text("\n".join(tables))
+
+    lock = threading.Lock()
+    for name in SECTIONS:
+        if name not in wanted or (name == "zoo" and "results" in wanted):
+            continue
+        if name == "results" and "zoo" in wanted:
+            # The zoo's evaluations run alongside the results' sessions (timing takes the GPU in turns):
+            # the 10 minutes would not hold both one after the other.
+            zoo = threading.Thread(target=run, args=("zoo",))
+            zoo.start()
+            run(name)
+            zoo.join()
+            continue
+        run(name)
     report["total_seconds"] = round(time.monotonic() - started, 1)
     tables.append(f"Whole run: {report['total_seconds']:.0f} s.\n")
     (args.out / "gpu_all.json").write_text(json.dumps(report, indent=1, default=str))

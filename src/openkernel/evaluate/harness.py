@@ -325,6 +325,10 @@ def time_call(
         result = call()
         end.record()
         late = bool(start.query())  # type: ignore[no-untyped-call]
+        # Stay awake until the harness stream is done: a blocking synchronize's wake-up (~0.1 ms on a
+        # busy host) would otherwise sit between the two end events and look like side-stream work.
+        while not end.query():  # type: ignore[no-untyped-call]
+            pass
         torch.cuda.synchronize()
         end_synced.record()
         end_synced.synchronize()
