@@ -1,6 +1,6 @@
 """Every GPU benchmark in one process tree that finishes within 10 minutes on one H200.
 
-    PYTHONPATH=src python3 bench/gpu_all.py --out DIR [--deadline-s 560] [--only fidelity,ncu,...]
+    PYTHONPATH=src python3 bench/gpu_all.py --out DIR [--deadline-s 530] [--only fidelity,ncu,...]
 
 Sections, in order (each skipped, and said so, when the deadline is too near):
 
@@ -98,7 +98,7 @@ def _cpus() -> int:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", type=Path, required=True)
-    parser.add_argument("--deadline-s", type=float, default=560.0, help="stop starting sections after this")
+    parser.add_argument("--deadline-s", type=float, default=530.0, help="start no section or session after this")
     parser.add_argument("--only", default=",".join(DEFAULT), help="comma-separated sections")
     parser.add_argument("--workers", type=int, default=0, help="evaluations at once (default: CPU cores / 2)")
     args = parser.parse_args()
