@@ -24,6 +24,7 @@ from openkernel.evaluate.reading import (
     failed_check,
     int_dict,
     num,
+    side_work_ms,
     target_compiles,
     timing_samples,
     timing_stats,
@@ -284,7 +285,7 @@ class CandidateRun:
             keep = i in checked
             ch.send({"kind": "keep", "keep": keep})
             if i >= self.plan.warmup:
-                sample = {key: num(frame.header.get(key)) for key in ("event_ms", "synced_ms", "wall_ms")}
+                sample = {key: num(frame.header.get(key)) for key in ("event_ms", "synced_ms", "wall_ms", "sync_ms")}
                 sample["late"] = 1.0 if frame.header.get("late") is True else 0.0
                 if not (math.isfinite(sample["event_ms"]) and sample["event_ms"] > 0):
                     raise ChannelError(f"implausible time {frame.header.get('event_ms')!r} for timed call {i}")
@@ -328,18 +329,16 @@ class CandidateRun:
             return
         self.timing = timing_stats(self.samples, "cuda_events" if self.plan.device.startswith("cuda") else "wall_clock")
         med = self.timing.median_ms
-        gaps = [s["synced_ms"] - s["event_ms"] for s in self.samples if not math.isnan(s["synced_ms"])]
-        if gaps and self.timing.synced_median_ms is not None:
-            # The smallest gap: work left on another stream shows in every call, contention does not.
-            gap = min(gaps)
-            if gap > max(_SIDE_STREAM_SLACK_MS, _SIDE_STREAM_FRACTION * med):
-                self.status = EvalStatus.REJECTED
-                self.reasons.insert(
-                    0,
-                    f"work finished outside the timed stream: {med:.4f} ms on the harness stream but "
-                    f"{self.timing.synced_median_ms:.4f} ms to a device-wide sync (side stream or background work)",
-                )
-                return
+        gap = side_work_ms(self.samples)
+        slack = max(_SIDE_STREAM_SLACK_MS, _SIDE_STREAM_FRACTION * med)
+        if gap is not None and self.timing.synced_median_ms is not None and gap > slack:
+            self.status = EvalStatus.REJECTED
+            self.reasons.insert(
+                0,
+                f"work finished outside the timed stream: {med:.4f} ms on the harness stream but "
+                f"{self.timing.synced_median_ms:.4f} ms to a device-wide sync (side stream or background work)",
+            )
+            return
         if self.ref.timing is not None:
             ref_stats = timing_stats(timing_samples(self.ref.timing), str(self.ref.timing.get("method")))
             if med > 0:

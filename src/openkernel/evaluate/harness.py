@@ -286,16 +286,25 @@ def unchanged(before: Sequence[Any], after: Sequence[Any]) -> bool:
 
 
 class SampleTiming:
-    """One timed call: the stream-event time, the time to a device-wide sync, host wall time, and
-    whether the GPU reached the call before the host had finished queuing it (``late``)."""
+    """One timed call: the stream-event time, the time to a device-wide sync, host wall time, whether
+    the GPU reached the call before the host had finished queuing it (``late``), and ``sync_ms``: the
+    same device-wide sync with nothing left to wait for (the host's round trip at that moment)."""
 
-    __slots__ = ("event_ms", "late", "synced_ms", "wall_ms")
+    __slots__ = ("event_ms", "late", "sync_ms", "synced_ms", "wall_ms")
 
-    def __init__(self, event_ms: float, synced_ms: float | None, wall_ms: float, late: bool = False) -> None:
+    def __init__(
+        self,
+        event_ms: float,
+        synced_ms: float | None,
+        wall_ms: float,
+        late: bool = False,
+        sync_ms: float | None = None,
+    ) -> None:
         self.event_ms = event_ms
         self.synced_ms = synced_ms
         self.wall_ms = wall_ms
         self.late = late
+        self.sync_ms = sync_ms
 
 
 def time_call(
@@ -305,17 +314,17 @@ def time_call(
 
     On a GPU: CUDA events on the harness stream around the call, then a device-wide synchronize
     and a second end event, so work the call left on other streams shows up as a gap between the
-    two times. The device is idle before ``before``; a device-side sleep after it keeps the start
-    event from firing until the host has queued the call (up to ~1 ms of Python and launch overhead
-    is hidden, as with back-to-back launches in a real program). Whether that held is checked: if
-    the start event has already fired when the host is done queuing, the sample is ``late`` (its
-    time includes host time: a host-bound call, or a host the OS descheduled). Without a GPU: the
-    host's wall clock.
+    two times; the same sync once more with nothing pending (``sync_ms``) says how much of that gap
+    is the host's own round trip. The device is idle before ``before``; a device-side sleep after it
+    keeps the start event from firing until the host has queued the call (up to ~1 ms of Python and
+    launch overhead is hidden, as with back-to-back launches in a real program). Whether that held is
+    checked: if the start event has already fired when the host is done queuing, the sample is
+    ``late`` (its time includes host time: a host-bound call, or a host the OS descheduled). Without
+    a GPU: the host's wall clock.
     """
     if device.type == "cuda":
         start = torch.cuda.Event(enable_timing=True)  # type: ignore[no-untyped-call]
         end = torch.cuda.Event(enable_timing=True)  # type: ignore[no-untyped-call]
-        end_synced = torch.cuda.Event(enable_timing=True)  # type: ignore[no-untyped-call]
         torch.cuda.synchronize()
         if before is not None:
             before()
@@ -325,21 +334,34 @@ def time_call(
         result = call()
         end.record()
         late = bool(start.query())  # type: ignore[no-untyped-call]
-        # Stay awake until the harness stream is done: a blocking synchronize's wake-up (~0.1 ms on a
-        # busy host) would otherwise sit between the two end events and look like side-stream work.
-        while not end.query():  # type: ignore[no-untyped-call]
-            pass
-        torch.cuda.synchronize()
-        end_synced.record()
-        end_synced.synchronize()
+        end_synced = _synced_after(end)
         wall_ms = (_perf_counter() - t0) * 1e3
-        return result, SampleTiming(start.elapsed_time(end), start.elapsed_time(end_synced), wall_ms, late)
+        idle = torch.cuda.Event(enable_timing=True)  # type: ignore[no-untyped-call]
+        idle.record()
+        sync_ms = idle.elapsed_time(_synced_after(idle))
+        timing = SampleTiming(start.elapsed_time(end), start.elapsed_time(end_synced), wall_ms, late, sync_ms)
+        return result, timing
     if before is not None:
         before()
     t0 = _perf_counter()
     result = call()
     wall_ms = (_perf_counter() - t0) * 1e3
     return result, SampleTiming(wall_ms, None, wall_ms)
+
+
+def _synced_after(event: torch.cuda.Event) -> torch.cuda.Event:
+    """An event recorded after ``event`` and then a device-wide synchronize (work on every stream done).
+
+    The host spins until ``event`` is reached, so a blocking synchronize's wake-up (~0.1 ms on a busy
+    host) does not sit between the two events.
+    """
+    while not event.query():  # type: ignore[no-untyped-call]
+        pass
+    torch.cuda.synchronize()
+    after = torch.cuda.Event(enable_timing=True)  # type: ignore[no-untyped-call]
+    after.record()
+    after.synchronize()
+    return after
 
 
 def l2_flush_buffer(device: torch.device) -> torch.Tensor | None:

@@ -178,6 +178,7 @@ class _CandidateSession:
                 "synced_ms": t.synced_ms,
                 "wall_ms": t.wall_ms,
                 "late": t.late,
+                "sync_ms": t.sync_ms,
                 "input_modified": not h.unchanged(inputs, given),
                 "replaced": self.guard.replaced(),
             }

@@ -5,7 +5,7 @@ import time
 import torch
 
 from openkernel.evaluate import harness as h
-from openkernel.evaluate.reading import timing_samples, timing_stats
+from openkernel.evaluate.reading import side_work_ms, timing_samples, timing_stats
 from tests.conftest import needs_gpu
 
 
@@ -28,6 +28,47 @@ def test_a_payload_without_late_flags_has_none() -> None:
     payload = {"method": "wall_clock", "event_ms": [2.0, 3.0], "synced_ms": None, "wall_ms": [2.0, 3.0]}
     stats = timing_stats(timing_samples(payload), "wall_clock")
     assert (stats.samples, stats.late_samples, stats.median_ms) == (2, 0, 2.5)
+
+
+def _samples(event: list[float], synced: list[float], idle: list[float] | None) -> list[dict[str, float]]:
+    nan = float("nan")
+    rows = [{"event_ms": e, "synced_ms": s, "wall_ms": nan} for e, s in zip(event, synced, strict=True)]
+    for row, i in zip(rows, idle or [], strict=False):
+        row["sync_ms"] = i
+    return rows
+
+
+def test_a_busy_hosts_round_trip_is_not_side_stream_work() -> None:
+    """Seen on the H200 with 8 evaluations at once: an honest 5 us kernel, 0.07 ms gap in every call."""
+    samples = _samples([0.005] * 3, [0.075, 0.080, 0.090], [0.070, 0.250, 0.072])
+    assert side_work_ms(samples) == 0.075 - 0.005 - 0.070
+
+
+def test_work_left_on_a_side_stream_shows_beyond_the_round_trip() -> None:
+    samples = _samples([0.0013] * 3, [0.160, 0.155, 0.170], [0.010, 0.012, 0.011])
+    assert side_work_ms(samples) == 0.155 - 0.0013 - 0.010
+
+
+def test_without_idle_syncs_the_whole_gap_counts_and_without_a_gpu_there_is_none() -> None:
+    assert side_work_ms(_samples([0.1, 0.1], [0.2, 0.3], None)) == 0.2 - 0.1
+    nan = float("nan")
+    assert side_work_ms(_samples([1.0, 2.0], [nan, nan], None)) is None
+
+
+@needs_gpu
+def test_work_on_a_side_stream_widens_the_gap_but_not_the_idle_sync() -> None:
+    device = torch.device("cuda")
+    side = torch.cuda.Stream()
+
+    def with_side_work() -> None:
+        with torch.cuda.stream(side):
+            torch.cuda._sleep(4_000_000)  # ~2 ms of device time the harness stream does not wait for
+
+    h.time_call(with_side_work, device)
+    _, t = h.time_call(with_side_work, device)
+    assert t.synced_ms is not None and t.sync_ms is not None
+    assert t.synced_ms - t.event_ms > 1.0
+    assert t.sync_ms < 0.5
 
 
 @needs_gpu
