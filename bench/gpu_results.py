@@ -17,8 +17,6 @@ from openkernel.generate.offline import OfflineGenerator
 from openkernel.store import DirectoryStore
 from openkernel.sweeps.summary import FAST_P, fast_p_of, geometric_mean
 
-ITERATIONS = 2
-
 
 def _session(ctx: BenchContext, name: str, deadline: float) -> dict[str, Any]:
     left = deadline - time.monotonic()
@@ -26,7 +24,7 @@ def _session(ctx: BenchContext, name: str, deadline: float) -> dict[str, Any]:
         return {"problem": name, "error": f"not run: {left:.0f} s left before the run's deadline"}
     problem = load_problem(name)
     budget = left - 50  # leave time for the torch.compile re-evaluation
-    config = SessionConfig("triton", "offline", "full", ITERATIONS, budget, None, None)
+    config = SessionConfig("triton", "offline", "full", ctx.iterations, budget, None, None)
     store = DirectoryStore.create_at(ctx.work / "sessions" / name, problem.name, config)
     # Every evaluation times torch.compile too (its compile is cached after the first), so the best one
     # already holds eager, torch.compile and ours: no evaluation again at the end.
@@ -46,14 +44,14 @@ def results(ctx: BenchContext, left: float) -> tuple[dict[str, Any], str]:
     rows = pool_map(ctx.workers, lambda n: _safe_session(ctx, n, deadline), names)
     vs_eager = [r.get("vs_eager") if r.get("status") == "correct" else None for r in rows]
     vs_compile = [r.get("vs_compile") if r.get("status") == "correct" else None for r in rows]
-    data: dict[str, Any] = {"iterations": ITERATIONS, "problems": rows}
+    data: dict[str, Any] = {"iterations": ctx.iterations, "problems": rows}
     # KernelBench's measures, as the sweeps compute them: failed problems count in fast_p, not in the mean.
     data["fast_p_vs_eager"] = {str(p): fast_p_of(vs_eager, p) for p in FAST_P}
     data["fast_p_vs_compile"] = {str(p): fast_p_of(vs_compile, p) for p in FAST_P}
     data["geomean_vs_eager"] = geometric_mean(vs_eager) or math.nan
     data["geomean_vs_compile"] = geometric_mean(vs_compile) or math.nan
     lines = [
-        f"### The offline generator on every bundled problem ({ITERATIONS} iterations, "
+        f"### The offline generator on every bundled problem ({ctx.iterations} iteration(s), "
         f"{ctx.workers} sessions at a time)",
         "",
         "| problem | eager | torch.compile | ours | vs eager | vs torch.compile | % of roofline floor | bottleneck "

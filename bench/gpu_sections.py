@@ -58,6 +58,7 @@ class BenchContext:
     log: Path
     cache: Path = field(default_factory=default_cache_dir)
     fidelity: dict[str, Any] | None = None  # what the fidelity section measured, for ncu and do_bench
+    iterations: int = 1  # offline-generator iterations per results session
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def evaluate(self, kind: str, problem: str, candidate: Path, **config: Any) -> EvalResult:
@@ -275,7 +276,7 @@ def throughput(ctx: BenchContext, left: float) -> tuple[dict[str, Any], str]:
     folder = ctx.work / "throughput"
     folder.mkdir(parents=True, exist_ok=True)
     small = left < 260  # less time left: fewer candidates, the same measurement
-    n_triton = 16 if small else 24
+    n_triton = 16  # two rounds of 8 at once
     triton_files = []
     for i in range(n_triton):
         path = folder / f"triton_{i:02d}.py"
