@@ -62,7 +62,9 @@ def test_work_on_a_side_stream_widens_the_gap_but_not_the_idle_sync() -> None:
 
     def with_side_work() -> None:
         with torch.cuda.stream(side):
-            torch.cuda._sleep(4_000_000)  # ~2 ms of device time the harness stream does not wait for
+            # ~5 ms of device time the harness stream does not wait for; it starts at once, during the
+            # harness stream's ~1 ms lead, so about 4 ms of it is left when the timed call ends.
+            torch.cuda._sleep(10_000_000)
 
     h.time_call(with_side_work, device)
     _, t = h.time_call(with_side_work, device)
