@@ -14,12 +14,12 @@ Sections, in order (each skipped, and said so, when the deadline is too near):
   trials, 50 timed calls) per GPU-minute, cold caches then warm, evaluations in parallel (trials share
   the GPU, timing takes it in turns). Goal: >= 30 Triton candidates per minute.
 * ``zoo``: the GPU attacks (side stream, allocator reuse, background thread, ...), each caught.
-* ``results`` (last: it gets the time left): an offline-generator session (``--iterations``, default 1:
-  on the H200 the first kernel was the best in 7 of 8 two-iteration sessions) per bundled problem,
-  ``--workers`` at a time on the one GPU (timing takes turns; every timed call is checked to have been
-  queued before the GPU reached it, so a busy CPU does not leak into the times), then each best kernel
-  evaluated with the torch.compile baseline: eager, torch.compile, ours, % of the roofline floor; fast_p
-  at p = 0, 1, 1.5, 2 and the geometric mean, KernelBench's way.
+* ``results`` (last: it gets the time left): an offline-generator session per bundled problem
+  (``--iterations``, default 1: on the H200 the first kernel was the best in 7 of 8 two-iteration
+  sessions), all at once on the one GPU unless ``--sessions N`` (timing takes turns; every timed call
+  is checked to have been queued before the GPU reached it, so a busy CPU does not leak into the
+  times). Each evaluation also times torch.compile: eager, torch.compile, ours, % of the roofline
+  floor; fast_p at p = 0, 1, 1.5, 2 and the geometric mean, KernelBench's way.
 * ``solutions`` (only with ``--only``): every bundled problem's honest Triton solution, one at a time.
 
 Writes OUT/gpu_all.json (everything, machine-readable), OUT/tables.md (the tables for BENCHMARKS.md)
@@ -102,6 +102,7 @@ def main() -> int:
     parser.add_argument(
         "--iterations", type=int, default=1, help="offline-generator iterations per results session (default 1)"
     )
+    parser.add_argument("--sessions", type=int, default=0, help="results sessions at once (default: all)")
     parser.add_argument("--workers", type=int, default=0, help="evaluations at once (default: CPU cores / 2)")
     args = parser.parse_args()
     wanted = [part for part in args.only.split(",") if part]
@@ -122,6 +123,7 @@ def main() -> int:
         workers=args.workers or max(2, env["cpus"] // 2),
         log=(args.out / "evals.jsonl"),
         iterations=args.iterations,
+        sessions=args.sessions,
     )
     report: dict[str, Any] = {"environment": env, "sections": {}}
     tables = [f"Run: {env['date']} · {env['gpu']} · driver {env['driver']} · CUDA {env['cuda']} · torch "

@@ -59,6 +59,7 @@ class BenchContext:
     cache: Path = field(default_factory=default_cache_dir)
     fidelity: dict[str, Any] | None = None  # what the fidelity section measured, for ncu and do_bench
     iterations: int = 1  # offline-generator iterations per results session
+    sessions: int = 0  # results sessions at once; 0: all of them
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def evaluate(self, kind: str, problem: str, candidate: Path, **config: Any) -> EvalResult:
