@@ -29,6 +29,7 @@ FLAGS = [
 ARTIFACTS = ROOT / "test-artifacts" / "dashboard"
 TOKEN = "k" * 43
 TSNE_POINTS = "document.querySelectorAll('#session-tsne .scatterlayer .point').length === {n}"
+POINTS = "document.querySelectorAll('#session-trajectory .scatterlayer .trace .point').length === {n}"
 
 pytestmark = pytest.mark.skipif(
     not CHROMIUM.is_file(), reason="needs Debian's Chromium: apt-get update && apt-get install -y chromium"
@@ -82,6 +83,9 @@ def test_every_panel_renders_the_table_filters_and_sorts_and_new_iterations_appe
     assert response.status == 200
     pw.wait_for_selector("#session-table .ag-row", timeout=30_000)  # type: ignore[attr-defined]
     assert pw.locator("#session-title").inner_text() == "softmax_fp32 · s1"  # type: ignore[attr-defined]
+    # The figures draw once plotly.js has loaded, which can be after the table (a cold first page).
+    pw.wait_for_function(POINTS.format(n=7), timeout=30_000)  # type: ignore[attr-defined]
+    pw.wait_for_selector("#session-utilisation .indicatorlayer .trace", timeout=30_000)  # type: ignore[attr-defined]
     # 1 trajectory: 7 iterations as points (3 keep, 2 discard, 2 error) and the best-so-far line
     assert pw.locator("#session-trajectory .scatterlayer .trace .point").count() == 7  # type: ignore[attr-defined]
     legend = pw.locator("#session-trajectory .legendtext").all_text_contents()  # type: ignore[attr-defined]
@@ -126,6 +130,7 @@ def test_every_panel_renders_the_table_filters_and_sorts_and_new_iterations_appe
     pw.wait_for_function(  # type: ignore[attr-defined]
         "document.querySelectorAll('#session-table .ag-center-cols-container .ag-row').length === 8", timeout=15_000
     )
+    pw.wait_for_function(POINTS.format(n=8), timeout=15_000)  # type: ignore[attr-defined]
     assert pw.locator("#session-trajectory .scatterlayer .trace .point").count() == 8  # type: ignore[attr-defined]
     # the 8th kernel is timed too: the t-SNE callback maps 6
     pw.wait_for_function(TSNE_POINTS.format(n=6), timeout=30_000)  # type: ignore[attr-defined]
