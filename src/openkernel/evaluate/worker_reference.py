@@ -138,7 +138,6 @@ def _timing_payload(samples: list[h.SampleTiming], device: torch.device) -> dict
         "synced_ms": [s.synced_ms for s in samples] if device.type == "cuda" else None,
         "wall_ms": [s.wall_ms for s in samples],
         "late": [s.late for s in samples],
-        "sync_ms": [s.sync_ms for s in samples] if device.type == "cuda" else None,
     }
 
 
