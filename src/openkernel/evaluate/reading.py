@@ -137,7 +137,7 @@ def side_work_ms(samples: list[dict[str, float]]) -> float | None:
     gaps = [s["synced_ms"] - s["event_ms"] for s in samples if s["synced_ms"] == s["synced_ms"]]
     if not gaps:
         return None
-    idle = [s["sync_ms"] for s in samples if s.get("sync_ms", math.nan) == s.get("sync_ms", math.nan)]
+    idle = [s["sync_ms"] for s in samples if not math.isnan(s.get("sync_ms", math.nan))]
     return min(gaps) - (min(idle) if idle else 0.0)
 
 
