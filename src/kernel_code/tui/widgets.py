@@ -6,12 +6,14 @@ messages flow up (the chat panel posts :class:`ChatPanel.Steer` when the user se
 
 from __future__ import annotations
 
+from rich.cells import cell_len
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.containers import Vertical
 from textual.message import Message
 from textual.widget import Widget
 from textual.widgets import DataTable, Input, RichLog, Static
+from textual.widgets.data_table import ColumnKey
 
 from kernel_code.tui.state import CHAT_LIMIT, IterationView, SessionModel
 from kernel_code.tui.text import (
@@ -106,7 +108,11 @@ class ExperimentLog(DataTable[Text | str]):
         self.add_column("#", key="n", width=5)
         self.add_column("speedup", key="speedup", width=8)
         self.add_column("decision", key="decision", width=8)
-        self.add_column("intent", key="intent")
+        # The intent column's width is set here, before the cells that need it, not measured by the table:
+        # DataTable (textual 8.2.8) measures new rows only when idle and keeps the cells it rendered
+        # before that at the label's width, so a new row's intent stayed cut ("bad ti") until the next
+        # change.
+        self.add_column("intent", key="intent", width=cell_len("intent"))
 
     def apply_rows(self, rows: list[IterationView]) -> None:
         """Add or update the rows of ``rows``, and restyle the rows that gained or lost the best mark."""
@@ -116,6 +122,7 @@ class ExperimentLog(DataTable[Text | str]):
             rows = [*rows, *(v for v in extra if v not in rows)]
             self._shown_best = best
         following = self.row_count == 0 or self.cursor_row >= self.row_count - 1
+        intent = self.columns[ColumnKey("intent")]
         for view in rows:
             key = str(view.iteration)
             flagged = view.speedup is not None and view.timing_valid is False  # * : not a GPU timing
@@ -126,6 +133,7 @@ class ExperimentLog(DataTable[Text | str]):
                 "decision": decision_text(view, best),
                 "intent": (view.intent or ("running" if view.decision is None else "—"))[:INTENT_CHARS],
             }
+            intent.width = max(intent.width, cell_len(str(cells["intent"])))  # widen before the cell changes
             if key in self.rows:
                 for column, value in cells.items():
                     self.update_cell(key, column, value, update_width=column == "intent")

@@ -102,6 +102,28 @@ def test_panels_follow_the_events() -> None:
     _run(app, body)
 
 
+def test_a_new_rows_intent_is_shown_whole_even_if_drawn_before_the_table_measured_it() -> None:
+    """A row drawn in the frame it arrived (before the table's idle-time measuring) must not stay cut.
+
+    CI once showed "bad ti" for "bad tiling": the row had been drawn at the label's width and the table
+    kept that drawing after it widened the column.
+    """
+    app = KernelCodeApp(Feed())
+
+    async def body(app: KernelCodeApp, pilot: object) -> None:
+        table = app.query_one(ExperimentLog)
+        app.model.apply(started())
+        for event in iteration(0, "keep", 1.0, 0, intent="bad tiling"):
+            app.model.apply(event)
+        table.apply_rows(app.model.take_changed_rows())
+        drawn_at_once = table.render_line(1).text  # before any idle: the table has not measured the row
+        await pilot.pause(0.2)  # type: ignore[attr-defined]
+        assert "bad tiling" in drawn_at_once
+        assert "bad tiling" in table.render_line(1).text
+
+    _run(app, body, size=(132, 40))
+
+
 def test_cpu_timings_are_flagged_where_the_numbers_are() -> None:
     feed = Feed()
     app = KernelCodeApp(feed)

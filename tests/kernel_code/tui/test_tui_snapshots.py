@@ -40,15 +40,17 @@ def _screen(events: list[Event], size: tuple[int, int]) -> str:
         async with app.run_test(size=size) as pilot:
             feed.push(*events)
             await settle(pilot, lambda: app.events_seen == len(events), "every event")
-            # Let the last batch paint and the table settle its column widths: the screen must read
-            # the same twice in a row (a loaded machine can take several frames).
+            # Let the last batch paint: the screen must read the same twice in a row (a loaded machine can
+            # take several frames).
             previous = None
-            for _ in range(100):
+            for _ in range(200):
                 await pilot.pause(0.05)
                 text = screen_text(app)
                 if text == previous:
                     break
                 previous = text
+            else:
+                raise AssertionError(f"the screen never settled\n{screen_text(app)}")
             out.append(screen_text(app))
 
     asyncio.run(main())
