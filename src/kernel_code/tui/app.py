@@ -131,6 +131,8 @@ class KernelCodeApp(App[int]):
 
     def drain(self) -> None:
         """Fold the queued events into the model and repaint what they changed (one batch per call)."""
+        if not self.query(ChatPanel):
+            return  # the panels are not mounted yet, or exit is removing them: the events wait in the queue
         done: _Done | None = None
         for _ in range(DRAIN_MAX):
             try:
