@@ -340,12 +340,17 @@ def _live(tmp_path: Path, evaluator: GatedEvaluator, iterations: int) -> KernelC
     return KernelCodeApp(source, TuiOptions(store.path))
 
 
+def _in_evaluator(app: KernelCodeApp, evaluator: GatedEvaluator, n: int) -> Callable[[], bool]:
+    """Iteration ``n`` waits in the evaluator and its proposal is on screen: no event comes until released."""
+    return lambda: len(evaluator.backends) == n + 1 and f"› #{n} proposed: idea {n}" in _chat(app)
+
+
 def test_p_b_steering_and_q_steer_the_real_loop(tmp_path: Path) -> None:
     evaluator = GatedEvaluator([1.0, 1.2, 0.9, 1.1])
     app = _live(tmp_path, evaluator, 4)
 
     async def body(app: KernelCodeApp, pilot) -> None:  # type: ignore[no-untyped-def]
-        await settle(pilot, lambda: app.model.current_iteration == 0, "iteration 0")
+        await settle(pilot, _in_evaluator(app, evaluator, 0), "iteration 0 in the evaluator")
         await pilot.press("p")  # pause: taken when iteration 0 is decided
         assert app.controls.is_paused
         assert _chat(app)[-1] == "⏸ pause requested: the loop pauses when this iteration is decided"
@@ -361,7 +366,7 @@ def test_p_b_steering_and_q_steer_the_real_loop(tmp_path: Path) -> None:
         await settle(pilot, lambda: app.model.phase == "paused", "the pause")
         assert "⏸ PAUSED" in app.query_one(HeaderBar).render().plain
         await pilot.press("p")
-        await settle(pilot, lambda: app.model.current_iteration == 1, "iteration 1")
+        await settle(pilot, _in_evaluator(app, evaluator, 1), "iteration 1 in the evaluator")
         started = app.model.iterations[1]
         assert (started.backend, started.intent) == ("cuda", "idea 1")
         assert "› steering: use float4" in _chat(app)
@@ -388,6 +393,7 @@ def test_an_empty_hint_is_refused_with_the_reason(tmp_path: Path) -> None:
     app = _live(tmp_path, evaluator, 1)
 
     async def body(app: KernelCodeApp, pilot) -> None:  # type: ignore[no-untyped-def]
+        await settle(pilot, _in_evaluator(app, evaluator, 0), "iteration 0 in the evaluator")
         await pilot.press("i", "space", "enter")
         assert _chat(app)[-1] == "steering: a hint needs some text: say what the next kernel should try"
         evaluator.release()
