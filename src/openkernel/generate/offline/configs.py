@@ -22,6 +22,9 @@ __all__ = ["AXES", "Config", "auto_warps", "default_config", "family_of", "next_
 
 Knob = int | str
 # Family -> (axis, its values in order). "auto" BLOCK: next_power_of_2(n_cols); "auto" warps: scaled with it.
+# "evict": cache hints on the loads, as torch.compile writes them: data read once leaves L2 first, data a
+# later loop reads again and per-column weights stay (the looped variant's first loops keep the row for
+# the output loop). A tag without an axis added later (written before it existed) takes its first value.
 AXES: dict[str, tuple[tuple[str, tuple[Knob, ...]], ...]] = {
     "row": (
         ("variant", ("one_pass", "looped")),
@@ -29,15 +32,18 @@ AXES: dict[str, tuple[tuple[str, tuple[Knob, ...]], ...]] = {
         ("warps", ("auto", 1, 2, 4, 8, 16, 32)),
         ("ROWS", (1, 2, 4, 8, 16)),
         ("persistent", ("no", "yes")),
+        ("evict", ("none", "hints")),
     ),
     "pointwise": (
         ("BLOCK", (256, 512, 1024, 2048, 4096, 8192, 16384)),
         ("warps", (1, 2, 4, 8, 16)),
+        ("evict", ("none", "hints")),
     ),
     "tiled": (
         ("BLOCK", (64, 128, 256, 512, 1024, 2048, 4096, 8192)),
         ("ROWS", (1, 2, 4, 8, 16)),
         ("warps", (1, 2, 4, 8, 16)),
+        ("evict", ("none", "hints")),
     ),
     "strided": (
         ("BLOCK_R", (1, 2, 4, 8, 16, 32, 64)),
@@ -53,6 +59,7 @@ AXES: dict[str, tuple[tuple[str, tuple[Knob, ...]], ...]] = {
         ("GROUP_M", (1, 4, 8, 16)),
     ),
 }
+_LATER = frozenset({"evict"})  # axes added after tags were first recorded: missing means the first value
 SHARED_BYTES_LIMIT = 232_448  # per block on an H100/H200 (227 KiB)
 MAX_ACC_PER_THREAD = 128  # fp32 accumulator registers per thread: past this a matmul tile spills
 MAX_ROW_ELEMENTS = 32_768  # elements one program holds in registers (ROWS x BLOCK), one-pass
@@ -85,13 +92,17 @@ class Config:
             pairs = dict(item.split("=", 1) for item in text.split())
         except ValueError:
             return None
+        axes = AXES.get(family, ())
+        if not axes or not set(pairs) <= {axis for axis, _ in axes}:
+            return None
         knobs: list[tuple[str, Knob]] = []
-        for axis, values in AXES.get(family, ()):
-            match = [v for v in values if str(v) == pairs.get(axis)]
+        for axis, values in axes:
+            value = pairs.get(axis, str(values[0]) if axis in _LATER else None)
+            match = [v for v in values if str(v) == value]
             if not match:
                 return None
             knobs.append((axis, match[0]))
-        return Config(family, tuple(knobs)) if len(pairs) == len(knobs) else None
+        return Config(family, tuple(knobs))
 
     def index(self, axis: str) -> int:
         return dict(AXES[self.family])[axis].index(self[axis])
@@ -125,18 +136,18 @@ def default_config(plan: Plan) -> Config:
     assert isinstance(plan, RowPlan)
     block = next_power_of_2(plan.n_cols)
     if family == "pointwise":
-        return _make(family, BLOCK=4096, warps=8)
+        return _make(family, BLOCK=4096, warps=8, evict="none")
     if family == "strided":  # [BLOCK_R, BLOCK_I] tiles: contiguous inner columns, the reduced dimension looped
         inner = min(128, max(16, next_power_of_2(math.prod(plan.frame.inner))))
         return _make(family, BLOCK_R=min(64, max(1, 4096 // inner), block), BLOCK_I=inner, warps=4)
     if family == "tiled":
         cols = min(4096, max(64, block))
         rows = max(1, min(16, 2048 // cols))
-        return _make(family, BLOCK=cols, ROWS=rows, warps=8 if rows * cols >= 2048 else 4)
+        return _make(family, BLOCK=cols, ROWS=rows, warps=8 if rows * cols >= 2048 else 4, evict="none")
     if block > MAX_ONE_PASS_BLOCK:
-        return _make(family, variant="looped", BLOCK=4096, warps=8, ROWS=1, persistent="no")
+        return _make(family, variant="looped", BLOCK=4096, warps=8, ROWS=1, persistent="no", evict="none")
     rows = 1 if block >= 2048 else max(1, min(16, 2048 // block))
-    return _make(family, variant="one_pass", BLOCK="auto", warps="auto", ROWS=rows, persistent="no")
+    return _make(family, variant="one_pass", BLOCK="auto", warps="auto", ROWS=rows, persistent="no", evict="none")
 
 
 def _valid(plan: Plan, c: Config) -> bool:

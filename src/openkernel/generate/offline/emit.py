@@ -65,10 +65,12 @@ def describe(plan: Plan, config: Config) -> str:
         "rmsnorm": "RMS normalisation over the row",
         "row_fused": "row reductions with the pointwise ops around them fused",
     }[plan.template]
+    hints = "; cache hints on the loads" if config.family != "strided" and config["evict"] == "hints" else ""
     if config.family == "pointwise":
-        return f"{what} over the flat elements, BLOCK {config['BLOCK']}, {config['warps']} warps"
+        return f"{what} over the flat elements, BLOCK {config['BLOCK']}, {config['warps']} warps{hints}"
     if config.family == "tiled":
-        return f"{what} over [{config['ROWS']} x {config['BLOCK']}] tiles of rows and columns, {config['warps']} warps"
+        tiles = f"[{config['ROWS']} x {config['BLOCK']}] tiles of rows and columns"
+        return f"{what} over {tiles}, {config['warps']} warps{hints}"
     if config.family == "strided":
         return (
             f"{what.replace('row ', '')} over a middle dimension, [{config['BLOCK_R']} x {config['BLOCK_I']}] tiles "
@@ -77,9 +79,9 @@ def describe(plan: Plan, config: Config) -> str:
     warps = "warps scaled with the block" if config["warps"] == "auto" else f"{config['warps']} warps"
     persistent = ", persistent programs" if config["persistent"] == "yes" else ""
     if config["variant"] == "looped":
-        return f"{what}, one program per row reading it in {config['BLOCK']}-wide chunks, {warps}{persistent}"
+        return f"{what}, one program per row reading it in {config['BLOCK']}-wide chunks, {warps}{persistent}{hints}"
     rows = "one program per row" if config["ROWS"] == 1 else f"{config['ROWS']} rows per program"
-    return f"{what}, {rows} with the whole row in registers (one pass), {warps}{persistent}"
+    return f"{what}, {rows} with the whole row in registers (one pass), {warps}{persistent}{hints}"
 
 
 def _reference_parts(problem_source: str) -> tuple[list[str], list[str], str | None]:

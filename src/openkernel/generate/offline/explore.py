@@ -40,10 +40,12 @@ _WORDS = {
     "long_rows": "long_rows",
     "online-softmax": "long_rows",
 }
+_HINTS_WHY = "data read once leaves L2 first, data read again stays"
 # (signal, axis, direction) -> (bonus, why). Direction +1: up the axis's list; for "variant" and
-# "persistent", +1 is the second value (looped, yes).
+# "persistent" and "evict", +1 is the second value (looped, yes, hints).
 _PREFER: dict[str, list[tuple[str, str, int, float, str]]] = {
     "row": [
+        ("memory_bound", "evict", +1, 1.0, _HINTS_WHY),
         ("memory_bound", "warps", +1, 1.0, "more warps keep more loads in flight"),
         ("low_dram_throughput", "warps", +1, 1.0, "more warps keep more loads in flight"),
         ("high_stall_memory", "warps", +1, 1.0, "more warps hide the memory latency"),
@@ -60,6 +62,7 @@ _PREFER: dict[str, list[tuple[str, str, int, float, str]]] = {
         ("high_stall_barrier", "warps", -1, 1.0, "fewer warps, cheaper block-wide reductions"),
     ],
     "pointwise": [
+        ("memory_bound", "evict", +1, 1.0, _HINTS_WHY),
         ("memory_bound", "BLOCK", +1, 1.0, "more bytes in flight per program"),
         ("low_dram_throughput", "BLOCK", +1, 1.0, "more bytes in flight per program"),
         ("high_stall_memory", "warps", +1, 1.0, "more warps hide the memory latency"),
@@ -70,6 +73,7 @@ _PREFER: dict[str, list[tuple[str, str, int, float, str]]] = {
         ("small_problem", "BLOCK", -1, 0.5, "more programs to fill the SMs"),
     ],
     "tiled": [
+        ("memory_bound", "evict", +1, 1.0, _HINTS_WHY),
         ("memory_bound", "ROWS", +1, 1.0, "more bytes in flight per program"),
         ("low_dram_throughput", "BLOCK", +1, 1.0, "more bytes in flight per program"),
         ("high_stall_memory", "warps", +1, 1.0, "more warps hide the memory latency"),
@@ -97,7 +101,14 @@ _PREFER: dict[str, list[tuple[str, str, int, float, str]]] = {
         ("memory_bound", "BLOCK_K", +1, 0.5, "longer K steps, fewer loop iterations"),
     ],
 }
-_LABELS = {"warps": "warps", "ROWS": "rows/program", "stages": "stages", "variant": "", "persistent": "persistent"}
+_LABELS = {
+    "warps": "warps",
+    "ROWS": "rows/program",
+    "stages": "stages",
+    "variant": "",
+    "persistent": "persistent",
+    "evict": "cache hints",
+}
 
 
 @dataclass(frozen=True)
@@ -163,7 +174,7 @@ def _change(config: Config, base: Config) -> str:
 
 
 def _hinted(plan: Plan, base: Config, hints: tuple[str, ...]) -> Config | None:
-    """A config the user's hints name ("BLOCK 2048", "warps=8", "looped", "persistent"), if any."""
+    """A config the user's hints name ("BLOCK 2048", "warps=8", "looped", "persistent", "cache hints"), if any."""
     changes: dict[str, int | str] = {}
     axes = dict(AXES[base.family])
     for hint in hints:
@@ -179,6 +190,8 @@ def _hinted(plan: Plan, base: Config, hints: tuple[str, ...]) -> Config | None:
                 changes[axis] = value
         if "persistent" in hint and "persistent" in axes:
             changes["persistent"] = "no" if "not persistent" in hint or "no persistent" in hint else "yes"
+        if re.search(r"\bevict|cache hints?\b", hint) and "evict" in axes:
+            changes["evict"] = "none" if re.search(r"\bno (cache hints?|evict)", hint) else "hints"
     return base.with_(**changes) if changes else None
 
 

@@ -137,6 +137,16 @@ class Layout:
     row_mask: str = ""  # a per-row value's mask (tile only)
     ncols: str = "n_cols"  # the row length
     compute: str = "float32"  # the dtype all arithmetic runs in
+    # Cache hints ("" for none): "first" lets a full value's lines leave L2 first (read once, streamed),
+    # "last" keeps them (a later loop over the row reads them again). Per-column and per-row values are
+    # read by every program, so with any hint they are kept ("evict_last").
+    evict: str = ""
+
+    def eviction(self, kind: str) -> str:
+        """The load's ``eviction_policy`` argument for a value of ``kind``, or "" for none."""
+        if not self.evict or kind == "scal":
+            return ""
+        return f', eviction_policy="evict_{self.evict if kind == "full" else "last"}"'
 
     @property
     def axis(self) -> int:
@@ -168,7 +178,8 @@ class Layout:
 def load_line(name: str, ptr: str, kind: str, source: Source, layout: Layout) -> str:
     """``x = tl.load(...)``, cast to the compute dtype when the tensor holds another."""
     address, mask = layout.address(ptr, kind)
-    call = f"tl.load({address}, mask={mask}, other=0.0)" if mask else f"tl.load({address})"
+    hint = layout.eviction(kind)
+    call = f"tl.load({address}, mask={mask}, other=0.0{hint})" if mask else f"tl.load({address}{hint})"
     dtype = str(source.meta.dtype).removeprefix("torch.")
     cast = f".to(tl.{layout.compute})" if dtype != layout.compute else ""
     return f"{name} = {call}{cast}"

@@ -11,7 +11,7 @@ are computed once, between the loops; a last loop writes the output.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from openkernel.generate.offline.exprs import Layout, Namer, emit_chain, var_name
 from openkernel.generate.offline.graph import REDUCTIONS, Graph
@@ -118,10 +118,14 @@ def looped_body(
             if i not in values and node.kind in ("row", "scal") and node.op not in REDUCTIONS and ready:
                 lines.extend(emit_chain(plan.nodes, [i], layout, values, namer, names, plan.sources))
 
-    def chunk(targets: list[int]) -> tuple[list[str], dict[int, str]]:
+    # With cache hints, the loops before the output loop keep the row's chunks in L2 for the next loop
+    # over the row; the output loop reads them for the last time.
+    again = replace(layout, evict="last") if layout.evict else layout
+
+    def chunk(targets: list[int], chunk_layout: Layout) -> tuple[list[str], dict[int, str]]:
         local = dict(values)
         body = ["cols = start + tl.arange(0, BLOCK)", "mask = cols < n_cols"]
-        body += emit_chain(plan.nodes, _needed(plan, targets, local), layout, local, namer, names, plan.sources)
+        body += emit_chain(plan.nodes, _needed(plan, targets, local), chunk_layout, local, namer, names, plan.sources)
         return body, local
 
     for depth in range(1, max(level.values(), default=0) + 1):
@@ -130,7 +134,8 @@ def looped_body(
         init: list[str] = []
         update: list[str] = []
         final: list[str] = []
-        body, local = chunk([plan.nodes[r].args[0] for r in group])
+        last_read = depth == max(level.values()) and plan.nodes[plan.output].kind not in ("full", "feat")
+        body, local = chunk([plan.nodes[r].args[0] for r in group], layout if last_read else again)
         for r in group:
             node = plan.nodes[r]
             v = local[node.args[0]]
@@ -183,7 +188,7 @@ def looped_body(
     hoist()
     output = plan.nodes[plan.output]
     if output.kind in ("full", "feat"):
-        body, local = chunk([plan.output])
+        body, local = chunk([plan.output], layout)
         value = store(plan, local[plan.output], layout.compute)
         body.append(f"tl.store(out_ptr + row * n_cols + cols, {value}, mask=mask)")
         lines += ["for start in range(0, n_cols, BLOCK):  # write the output"] + [_I + x for x in body]

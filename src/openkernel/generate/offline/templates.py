@@ -118,12 +118,17 @@ def _body(
     return emit_chain(plan.nodes, ids, layout, values, namer, names, plan.sources)
 
 
+def _streamed(config: Config) -> str:
+    """The cache hint for full-size values read once ("first"), or "" when the config asks for none."""
+    return "first" if config["evict"] == "hints" else ""
+
+
 def _auto_warps(elements: str) -> str:
     return f"num_warps = 4 if {elements} <= 2048 else 8 if {elements} <= 8192 else 16"
 
 
 def _flat(plan: RowPlan, config: Config, name: str, names: dict[int, str]) -> KernelCode:
-    layout = Layout("flat", cols="offs", compute=plan.compute)
+    layout = Layout("flat", cols="offs", compute=plan.compute, evict=_streamed(config))
     head, params = _signature(
         plan, name, names, [("n_elements", "number of elements")], [("BLOCK", "elements per program")]
     )
@@ -159,13 +164,14 @@ def _tiled(plan: RowPlan, config: Config, name: str, names: dict[int, str]) -> K
     consts = [("BLOCK", "columns per program")] + ([("ROWS", "rows per program")] if rows > 1 else [])
     head, params = _signature(plan, name, names, sizes, consts)
     if rows > 1:
-        layout = Layout("tile", row="rows", mask="mask", col_mask="col_mask", row_mask="row_mask", compute=plan.compute)
+        layout = Layout("tile", row="rows", mask="mask", col_mask="col_mask", row_mask="row_mask", compute=plan.compute,
+                        evict=_streamed(config))  # fmt: skip
         body = _tile_head("tl.program_id(0) * ROWS")
         body += ["cols = tl.program_id(1) * BLOCK + tl.arange(0, BLOCK)", "col_mask = cols < n_cols"]
         body.append("mask = row_mask[:, None] & col_mask[None, :]")
         store = "out_ptr + rows[:, None] * n_cols + cols[None, :]"
     else:
-        layout = Layout("row", compute=plan.compute)
+        layout = Layout("row", compute=plan.compute, evict=_streamed(config))
         body = [
             "row = tl.program_id(0).to(tl.int64)  # int64: row * n_cols may pass 2**31",
             "cols = tl.program_id(1) * BLOCK + tl.arange(0, BLOCK)",
@@ -198,7 +204,8 @@ def _one_pass(plan: RowPlan, config: Config, name: str, names: dict[int, str]) -
     invariant, per_row = _live_split(plan)
     out_kind = plan.nodes[plan.output].kind
     if rows > 1:
-        layout = Layout("tile", row="rows", mask="mask", col_mask="col_mask", row_mask="row_mask", compute=plan.compute)
+        layout = Layout("tile", row="rows", mask="mask", col_mask="col_mask", row_mask="row_mask", compute=plan.compute,
+                        evict=_streamed(config))  # fmt: skip
         body = ["cols = tl.arange(0, BLOCK)", "col_mask = cols < n_cols"]
         body += _body(plan, layout, names, invariant, values, namer)
         if persistent:
@@ -210,7 +217,7 @@ def _one_pass(plan: RowPlan, config: Config, name: str, names: dict[int, str]) -
         full_store = "out_ptr + rows[:, None] * n_cols + cols[None, :]", "mask"
         row_store = "out_ptr + rows", "row_mask"
     else:
-        layout = Layout("row", compute=plan.compute)
+        layout = Layout("row", compute=plan.compute, evict=_streamed(config))
         body = ["cols = tl.arange(0, BLOCK)", "mask = cols < n_cols"]
         body += _body(plan, layout, names, invariant, values, namer)
         if persistent:
@@ -265,7 +272,7 @@ def _looped(plan: RowPlan, config: Config, name: str, names: dict[int, str]) -> 
     persistent = config["persistent"] == "yes"
     sizes = [("n_rows", "rows: every leading dimension together"), ("n_cols", "row length (the reduced dimension)")]
     head, params = _signature(plan, name, names, sizes, [("BLOCK", "columns per step of the loops over the row")])
-    layout = Layout("row", compute=plan.compute)
+    layout = Layout("row", compute=plan.compute, evict=_streamed(config))
     inner = looped_body(plan, layout, names, _store_value)
     if persistent:
         body = [_PERSISTENT_LOOP] + [_INDENT + line for line in inner]

@@ -77,6 +77,39 @@ def test_a_row_fits_one_block_with_warps_scaled_to_it() -> None:
     assert "grid = (n_rows,)" in text
 
 
+def loads(text: str) -> list[str]:
+    """The emitted kernel's load lines, stripped."""
+    return [line.strip() for line in text.splitlines() if "tl.load(" in line]
+
+
+def test_cache_hints_stream_the_rows_and_keep_the_weights() -> None:
+    one_pass = "variant=one_pass BLOCK=auto warps=auto ROWS=1 persistent=no"
+    rmsnorm = (bundled_dir() / "rmsnorm_bf16.py").read_text()
+    assert loads(emitted(rmsnorm, f"{one_pass} evict=hints")) == [
+        'weight = tl.load(weight_ptr + cols, mask=mask, other=0.0, eviction_policy="evict_last").to(tl.float32)',
+        'x = tl.load(x_ptr + row * n_cols + cols, mask=mask, other=0.0, eviction_policy="evict_first").to(tl.float32)',
+    ]
+    # A tag written before the axis existed means no hints, as the kernels of that time had none.
+    assert loads(emitted(rmsnorm, one_pass)) == [
+        "weight = tl.load(weight_ptr + cols, mask=mask, other=0.0).to(tl.float32)",
+        "x = tl.load(x_ptr + row * n_cols + cols, mask=mask, other=0.0).to(tl.float32)",
+    ]
+
+
+def test_a_looped_row_keeps_its_chunks_in_l2_until_the_output_loop_reads_them() -> None:
+    looped = "variant=looped BLOCK=1024 warps=auto ROWS=1 persistent=no evict=hints"
+    layernorm = emitted((bundled_dir() / "layernorm_fp32.py").read_text(), looped)
+    assert loads(layernorm) == [
+        'x = tl.load(x_ptr + row * n_cols + cols, mask=mask, other=0.0, eviction_policy="evict_last")',  # Welford loop
+        'x = tl.load(x_ptr + row * n_cols + cols, mask=mask, other=0.0, eviction_policy="evict_first")',  # output loop
+        'weight = tl.load(weight_ptr + cols, mask=mask, other=0.0, eviction_policy="evict_last")',
+        'bias = tl.load(bias_ptr + cols, mask=mask, other=0.0, eviction_policy="evict_last")',
+    ]
+    # A per-row output: the last loop over the row is the last read of it.
+    row_max = emitted((bundled_dir() / "row_max_fp16.py").read_text(), looped)
+    assert [line.split("eviction_policy=")[1] for line in loads(row_max)] == ['"evict_first").to(tl.float32)']
+
+
 def write(tmp: Path, label: str, reference: str, tag: str | None) -> list[str]:
     ref, cand = tmp / f"ref_{label}.py", tmp / f"cand_{label}.py"
     ref.write_text(reference)
@@ -117,6 +150,14 @@ VARIANTS: dict[str, tuple[str, str | None]] = {
     "gelu_rows": ("gelu_scale_shift_fp32", "BLOCK=256 ROWS=4 warps=4"),
     "swish_small_block": ("swish_residual_fp16", "BLOCK=512 warps=4"),
     "matmul_small_tiles": ("matmul_fp32", "BLOCK_M=32 BLOCK_N=64 BLOCK_K=16 warps=4 stages=2 GROUP_M=4"),
+    "layernorm_welford_hints": (
+        "layernorm_fp32",
+        "variant=looped BLOCK=256 warps=auto ROWS=1 persistent=no evict=hints",
+    ),
+    "rmsnorm_hints": ("rmsnorm_fp16", "variant=one_pass BLOCK=auto warps=auto ROWS=1 persistent=no evict=hints"),
+    "softmax_rows_hints": ("softmax_bf16", "variant=one_pass BLOCK=auto warps=auto ROWS=2 persistent=yes evict=hints"),
+    "gelu_rows_hints": ("gelu_scale_shift_fp32", "BLOCK=256 ROWS=4 warps=4 evict=hints"),
+    "swish_hints": ("swish_residual_fp16", "BLOCK=512 warps=4 evict=hints"),
 }
 EXTRA_VARIANTS: dict[str, tuple[str, str | None]] = {
     "argmax_looped": (

@@ -22,7 +22,7 @@ COMPUTE_BOUND = (
     "Bottleneck: compute_bound · Compute: 60% of peak · L2 hit: 90% (good) · Occupancy: 0.20 · Headroom: ~1.7x\n"
     "1. Close the compute gap: 60% of the bf16 tensor peak, ~1.7x headroom: compute_bound: ..."
 )
-ROW_FIRST = "variant=one_pass BLOCK=auto warps=auto ROWS=1 persistent=no"
+ROW_FIRST = "variant=one_pass BLOCK=auto warps=auto ROWS=1 persistent=no evict=none"
 
 
 def context(
@@ -54,16 +54,36 @@ def test_iteration_zero_is_the_best_guess_and_names_it() -> None:
     )
 
 
-def test_memory_bound_diagnosis_moves_to_more_warps_and_the_intent_names_the_change() -> None:
+def test_memory_bound_diagnosis_moves_to_cache_hints_then_more_warps_and_the_intent_names_the_change() -> None:
     first = OfflineGenerator().propose(context(SOFTMAX))
     history = (PastResult(0, first.intent, "correct", 1.5, ()),)
     second = OfflineGenerator().propose(context(SOFTMAX, 1, history, first.source, MEMORY_BOUND))
     assert second.intent == (
-        "warps 8 -> 16 (memory_bound: more warps keep more loads in flight) "
-        "[row variant=one_pass BLOCK=auto warps=16 ROWS=1 persistent=no]"
+        "cache hints none -> hints (memory_bound: data read once leaves L2 first, data read again stays) "
+        f"[row {ROW_FIRST.replace('evict=none', 'evict=hints')}]"
     )
-    assert second.source is not None and "num_warps = 16" in second.source
-    assert f"{TRIED_MARK} variant=one_pass BLOCK=auto warps=auto ROWS=1 persistent=no" in second.source
+    assert second.source is not None and 'eviction_policy="evict_first"' in second.source
+    assert f"{TRIED_MARK} {ROW_FIRST}" in second.source
+    # The hints were no faster: the best stays the first kernel, and the next move is more warps.
+    history = (*history, PastResult(1, second.intent, "correct", 1.49, ()))
+    third = OfflineGenerator().propose(context(SOFTMAX, 2, history, first.source, MEMORY_BOUND))
+    assert third.intent == (
+        "warps 8 -> 16 (memory_bound: more warps keep more loads in flight) "
+        f"[row {ROW_FIRST.replace('warps=auto', 'warps=16')}]"
+    )
+    assert third.source is not None and "num_warps = 16" in third.source
+
+
+def test_a_hint_turns_cache_hints_on_and_off() -> None:
+    first = OfflineGenerator().propose(context(SOFTMAX))
+    history = (PastResult(0, first.intent, "correct", 1.5, ()),)
+    on = OfflineGenerator().propose(context(SOFTMAX, 1, history, first.source, hints=("use cache hints",)))
+    assert tag(on) == f"row {ROW_FIRST.replace('evict=none', 'evict=hints')}"
+    history = (*history, PastResult(1, on.intent, "correct", 1.6, ()))
+    off = OfflineGenerator().propose(context(SOFTMAX, 2, history, on.source, hints=("no cache hints, warps 16",)))
+    assert off.intent == (
+        f"warps 8 -> 16, cache hints hints -> none (user hint) [row {ROW_FIRST.replace('warps=auto', 'warps=16')}]"
+    )
 
 
 def test_compute_bound_matmul_deepens_the_pipeline() -> None:
@@ -83,14 +103,15 @@ def test_a_failed_config_is_not_proposed_again_nor_a_move_further_the_same_way()
     second = generator.propose(context(SOFTMAX, 1, history, first.source, MEMORY_BOUND))
     failed = (*history, PastResult(1, second.intent, "compile_error", None, ("out of registers",)))
     third = OfflineGenerator().propose(context(SOFTMAX, 2, failed, first.source, MEMORY_BOUND))
-    assert tag(second) == "row variant=one_pass BLOCK=auto warps=16 ROWS=1 persistent=no"
-    assert tag(third) == "row variant=one_pass BLOCK=auto warps=auto ROWS=1 persistent=yes"
+    assert tag(second) == f"row {ROW_FIRST.replace('evict=none', 'evict=hints')}"
+    assert tag(third) == f"row {ROW_FIRST.replace('warps=auto', 'warps=16')}"
     seen = {tag(second), tag(third)}
-    blocked = "row variant=one_pass BLOCK=auto warps=32 ROWS=1 persistent=no"  # further up the failed axis
     for i in range(3, 8):
         failed = (*failed, PastResult(i - 1, third.intent, "correct", 1.4, ()))[-5:]
         third = generator.propose(context(SOFTMAX, i, failed, first.source, MEMORY_BOUND))
-        assert tag(third) not in seen and tag(third) != blocked
+        assert tag(third) not in seen
+        if any(r.status == "compile_error" for r in failed):  # still in the window: no move as far (hints on)
+            assert "evict=hints" not in tag(third)
         seen.add(tag(third))
 
 
@@ -100,9 +121,9 @@ def test_the_same_context_gives_the_same_proposal() -> None:
     one = OfflineGenerator().propose(context(SWISH, 1, history, first.source, MEMORY_BOUND))
     two = OfflineGenerator().propose(context(SWISH, 1, history, first.source, MEMORY_BOUND))
     assert one == two
-    assert (
-        one.intent
-        == "BLOCK 4096 -> 8192 (memory_bound: more bytes in flight per program) [pointwise BLOCK=8192 warps=8]"
+    assert one.intent == (
+        "cache hints none -> hints (memory_bound: data read once leaves L2 first, data read again stays) "
+        "[pointwise BLOCK=4096 warps=8 evict=hints]"
     )
 
 
@@ -127,7 +148,7 @@ def test_when_every_config_was_tried_the_search_space_is_exhausted() -> None:
     done = OfflineGenerator().propose(context(SWISH, 40, (), "\n".join(lines)))
     assert (done.source, done.error) == (
         None,
-        "offline generator: search space exhausted (34 of 34 pointwise configurations tried around the best, "
+        "offline generator: search space exhausted (68 of 68 pointwise configurations tried around the best, "
         "the rest blocked by failures): use --model with an LLM to go further",
     )
 
@@ -136,7 +157,7 @@ def test_a_hint_names_the_next_config() -> None:
     first = OfflineGenerator().propose(context(SWISH))
     history = (PastResult(0, first.intent, "correct", 1.1, ()),)
     hinted = OfflineGenerator().propose(context(SWISH, 1, history, first.source, hints=("try BLOCK 2048, warps=4",)))
-    assert hinted.intent == "BLOCK 4096 -> 2048, warps 8 -> 4 (user hint) [pointwise BLOCK=2048 warps=4]"
+    assert hinted.intent == "BLOCK 4096 -> 2048, warps 8 -> 4 (user hint) [pointwise BLOCK=2048 warps=4 evict=none]"
 
 
 def test_uncovered_problems_and_other_backends_are_recorded_reasons() -> None:
