@@ -13,6 +13,7 @@ look that fits one device call.
     PYTHONPATH=src python3 bench/offline_quick.py [--problems softmax_fp32,...] [--sweep 12] [--out DIR]
                                                   [--budget-s 480] [--device cpu (the interpreter, small sizes)]
 
+It ends with a summary per problem: the default config, the fastest, and each against torch.compile.
 With ``--out``: ``offline_quick.jsonl`` (one line per timing) and ``inductor_<problem>.log``.
 """
 
@@ -187,7 +188,10 @@ def main() -> None:
         args.out.mkdir(parents=True, exist_ok=True)
     lines = (args.out / "offline_quick.jsonl").open("a") if args.out else None
 
+    timed: dict[str, dict[str, float]] = {}  # problem -> what -> ms
+
     def record(problem: str, what: str, ms: float, eager_ms: float, moved: int) -> None:
+        timed.setdefault(problem, {})[what] = ms
         gbps = moved / ms / 1e6
         print(f"{problem:24} {what:72} {ms:9.4f} {eager_ms / ms:8.2f} {gbps:7.0f}", flush=True)
         if lines is not None:
@@ -202,6 +206,23 @@ def main() -> None:
             print(f"{name:24} not started: the --budget-s deadline passed")
             continue
         run_problem(name, device, args, tmp, record)
+    summarise(timed)
+
+
+def summarise(timed: dict[str, dict[str, float]]) -> None:
+    """Per problem: the default config, the fastest one, and each against torch.compile when it was timed."""
+    print(f"\n{'problem':24} {'default ms':>10} {'best ms':>9} {'compile ms':>10} {'default vs compile':>18} "
+          f"{'best vs compile':>15}  best config (speedup: compile ms / ours)")  # fmt: skip
+    for problem, rows in timed.items():
+        ours = {what: ms for what, ms in rows.items() if what not in ("eager", "torch.compile")}
+        if not ours:
+            continue
+        default = next(iter(ours.values()))  # the default is timed first
+        best = min(ours, key=ours.__getitem__)
+        compiled = rows.get("torch.compile")
+        vs = [f"{compiled / ms:.3f}x" if compiled else "—" for ms in (default, ours[best])]
+        print(f"{problem:24} {default:10.4f} {ours[best]:9.4f} {compiled or float('nan'):10.4f} "
+              f"{vs[0]:>18} {vs[1]:>15}  {best}")  # fmt: skip
 
 
 if __name__ == "__main__":
