@@ -46,7 +46,8 @@ class CandidateRun:
     """``before_timing`` runs between the trials and the timed calls (the parent takes the GPU for
     itself there, and times the reference); it returns its own phases, and its time counts neither
     as the candidate's nor against the candidate's timeout. ``after_timing`` runs right after the
-    timed calls (the parent lets the GPU go)."""
+    timed calls (the parent lets the GPU go); then ``expected`` fetches the reference's outputs of the
+    checked timed calls, and the candidate's are fetched and compared, with no GPU lock held."""
 
     def __init__(
         self,
@@ -56,10 +57,13 @@ class CandidateRun:
         started: float,
         before_timing: Callable[[], dict[str, float]] | None = None,
         after_timing: Callable[[], None] | None = None,
+        expected: Callable[[], None] | None = None,
     ) -> None:
         self.worker = worker
         self.before_timing = before_timing
         self.after_timing = after_timing
+        self.expected = expected
+        self.kept: list[int] = []  # the timed calls whose outputs are checked
         self.ref = ref
         self.ctx = ctx
         self.plan = ctx.plan
@@ -110,8 +114,13 @@ class CandidateRun:
             if self.after_timing is not None:
                 self.after_timing()
             self._mark(phase)
+            phase = "checked outputs"
+            self.stage = "checking the timed calls' outputs"
+            self._check_kept()
+            self._mark(phase)
             phase = "gates and cleanup"
             self.stage = "finish"
+            self.worker.channel.send({"kind": "finish"})
             done = self._recv("done")
             self.worker.snapshot_descendants()  # the worker waits for "exit", so its children are still its own
             self.worker.channel.send({"kind": "exit"})
@@ -284,22 +293,35 @@ class CandidateRun:
                 )
             keep = i in checked
             ch.send({"kind": "keep", "keep": keep})
+            if keep:
+                self.kept.append(i)
             if i >= self.plan.warmup:
                 sample = {key: num(frame.header.get(key)) for key in ("event_ms", "synced_ms", "wall_ms", "sync_ms")}
                 sample["late"] = 1.0 if frame.header.get("late") is True else 0.0
                 if not (math.isfinite(sample["event_ms"]) and sample["event_ms"] > 0):
                     raise ChannelError(f"implausible time {frame.header.get('event_ms')!r} for timed call {i}")
                 self.samples.append(sample)
-            if keep:
-                out = self._recv("sample_output")
-                structure, expected = self.ref.checked[i]
-                check = self._compare(out, structure, expected, -1 - len(self.trials), f"timed call {i}")
-                self.trials.append(check)
-                if not check.passed:
-                    raise Verdict(EvalStatus.INCORRECT, check.reason or "timed output mismatch")
         if self.plan.device.startswith("cuda"):
             self._parent_clock()  # what it checks only means something for GPU timings
-        ch.send({"kind": "finish"})
+
+    def _check_kept(self) -> None:
+        """Compare the checked timed calls' outputs (copied by the worker right after each call)."""
+        if not self.kept:
+            return
+        if self.expected is not None:
+            start = time.monotonic()
+            self.expected()
+            self.deadline += time.monotonic() - start  # the reference's transfer is not the candidate's time
+        self.worker.channel.send({"kind": "outputs"})
+        for i in self.kept:
+            out = self._recv("sample_output")
+            if out.header.get("index") != i:
+                raise ChannelError(f"output of timed call {out.header.get('index')!r} sent for timed call {i}")
+            structure, expected = self.ref.checked[i]
+            check = self._compare(out, structure, expected, -1 - len(self.trials), f"timed call {i}")
+            self.trials.append(check)
+            if not check.passed:
+                raise Verdict(EvalStatus.INCORRECT, check.reason or "timed output mismatch")
 
     def _parent_clock(self) -> None:
         """Time batches of back-to-back calls with the parent's own clock (the worker's can be forged).

@@ -75,7 +75,12 @@ def _judge(ctx: Context, ref_worker: WorkerProcess, cand_worker: WorkerProcess, 
     # The candidate's clock starts once the reference is done: its import ran alongside the
     # reference, and waiting for the reference (or the GPU) is not the candidate's time.
     # The GPU is let go once the timed calls are done: gates, cleanup and the result need no GPU.
-    run = CandidateRun(cand_worker, ref, ctx, time.monotonic(), before_timing=time_reference, after_timing=gpu.idle)
+    def expected() -> None:
+        _expected_of_checked_calls(ref_worker, ref, ctx.problem, ctx.config)
+
+    run = CandidateRun(
+        cand_worker, ref, ctx, time.monotonic(), before_timing=time_reference, after_timing=gpu.idle, expected=expected
+    )
     run.execute()
     run.phase_seconds.update(time_reference())  # a candidate that failed before timing still gets the baseline's
     gpu.idle()
@@ -95,7 +100,9 @@ def _judge(ctx: Context, ref_worker: WorkerProcess, cand_worker: WorkerProcess, 
             gpu.exclusive()
             return {}
 
-        second = CandidateRun(fresh, ref, ctx, time.monotonic(), before_timing=take_gpu, after_timing=gpu.idle)
+        second = CandidateRun(
+            fresh, ref, ctx, time.monotonic(), before_timing=take_gpu, after_timing=gpu.idle, expected=expected
+        )
         second.execute()
     return run.result(second)
 
@@ -142,9 +149,18 @@ def _run_reference(worker: WorkerProcess, problem: Problem, plan: Plan, config: 
 def _time_reference(worker: WorkerProcess, ref: Reference, problem: Problem, config: EvalConfig) -> None:
     """The baseline's timed calls (and torch.compile's), once this evaluation has the GPU to itself."""
     worker.channel.send({"kind": "time"})
-    _read_reference(worker, ref, "done", problem, config)
+    _read_reference(worker, ref, "timed", problem, config)
     if ref.timing is None:
         raise BadProblem(f"{problem.path}: the reference worker finished without timing the reference")
+
+
+def _expected_of_checked_calls(worker: WorkerProcess, ref: Reference, problem: Problem, config: EvalConfig) -> None:
+    """The reference's outputs of the checked timed calls, asked for once the GPU is let go."""
+    if ref.checked_received:
+        return
+    worker.channel.send({"kind": "checked"})
+    _read_reference(worker, ref, "done", problem, config)
+    ref.checked_received = True
 
 
 def _read_reference(worker: WorkerProcess, ref: Reference, until: str, problem: Problem, config: EvalConfig) -> None:

@@ -34,7 +34,8 @@ class Verdict(Exception):
 class Reference:
     device_label: str = ""
     expected: list[tuple[str, list[torch.Tensor]]] = field(default_factory=list)  # per trial
-    checked: dict[int, tuple[str, list[torch.Tensor]]] = field(default_factory=dict)  # per timed call
+    checked: dict[int, tuple[str, list[torch.Tensor]]] = field(default_factory=dict)  # per checked timed call
+    checked_received: bool = False  # the checked calls' outputs arrive after the candidate's timed calls
     aten_ops: list[str] = field(default_factory=list)
     timing: dict[str, Any] | None = None
     compile_timing: dict[str, Any] | None = None

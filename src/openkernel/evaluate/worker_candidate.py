@@ -63,7 +63,7 @@ def run_candidate(ch: Channel, job: dict[str, Any]) -> None:
 
 
 class _CandidateSession:
-    """Serves the parent's requests one at a time: trials, timed calls, pings, batches."""
+    """Serves the parent's requests one at a time: trials, timed calls, checked outputs, pings, batches."""
 
     def __init__(
         self,
@@ -84,6 +84,9 @@ class _CandidateSession:
         self.pool: list[list[Any]] = []  # each trial's inputs, untouched by the candidate
         self.flush_buf = h.l2_flush_buffer(device)
         self._given: list[Any] | None = None  # input buffers reused by every timed call
+        # Copies of the outputs of the timed calls the parent checks, sent when it asks ("outputs"),
+        # after the timed calls: the transfer and the comparison need no GPU lock.
+        self.kept: dict[int, Any] = {}
 
     def serve(self) -> None:
         while True:
@@ -93,6 +96,9 @@ class _CandidateSession:
             elif msg.kind == "sample":
                 self.launches.stop_recording()  # correctness proved the launches; time without the recorder
                 self.sample(msg)
+            elif msg.kind == "outputs":
+                for index in sorted(self.kept):
+                    send_outputs(self.ch, {"kind": "sample_output", "index": index}, self.kept.pop(index))
             elif msg.kind == "ping":
                 self.ch.send({"kind": "pong"})
             elif msg.kind == "batch":
@@ -185,7 +191,7 @@ class _CandidateSession:
         )
         reply = self.ch.recv()
         if reply.kind == "keep" and reply.header.get("keep"):
-            send_outputs(self.ch, {"kind": "sample_output", "index": index}, kept)
+            self.kept[index] = kept
 
     def _timed_buffers(self, inputs: list[Any]) -> list[Any]:
         """The same input buffers for every timed call, refilled in place with the new content.
