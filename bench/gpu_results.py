@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import os
 import time
 from typing import Any
 
@@ -44,6 +45,9 @@ def results(ctx: BenchContext, left: float) -> tuple[dict[str, Any], str]:
     # Every session at once by default: timing takes the GPU in turns anyway, and a session left waiting for
     # a free slot may find too little time left to start (in the 17:10 UTC run, 8 at a time left 5 unstarted).
     at_once = ctx.sessions or len(names)
+    # Each reference worker's torch.compile starts a pool of compile processes, one per core by default:
+    # with every session at once that is sessions x cores processes importing torch. Share the cores.
+    os.environ.setdefault("TORCHINDUCTOR_COMPILE_THREADS", str(max(1, (os.cpu_count() or 1) // at_once)))
     rows = pool_map(at_once, lambda n: _safe_session(ctx, n, deadline), names)
     vs_eager = [r.get("vs_eager") if r.get("status") == "correct" else None for r in rows]
     vs_compile = [r.get("vs_compile") if r.get("status") == "correct" else None for r in rows]

@@ -21,6 +21,8 @@ def test_environment_is_allow_listed_and_scrubbed(tmp_path: Path) -> None:
         "GITHUB_TOKEN": "ghp_123",
         "AWS_SECRET_ACCESS_KEY": "abc",
         "CUDA_VISIBLE_DEVICES": "0",
+        "TORCHINDUCTOR_COMPILE_THREADS": "2",  # torch.compile's compile pool, sized by whoever runs many at once
+        "TORCHINDUCTOR_CACHE_DIR": "/elsewhere",  # other inductor settings stay out
         "CUDA_AUTH_TOKEN": "leak",  # allow-listed prefix, secret-looking name: dropped
         "TRITON_FOO": "sk-hidden",  # allow-listed name, credential-shaped value: dropped
         "HOME": "/root",
@@ -31,6 +33,7 @@ def test_environment_is_allow_listed_and_scrubbed(tmp_path: Path) -> None:
         "PATH": "/usr/bin",
         "LANG": "C.UTF-8",
         "CUDA_VISIBLE_DEVICES": "0",
+        "TORCHINDUCTOR_COMPILE_THREADS": "2",
         "HOME": str(tmp_path / "private"),
         "TMPDIR": str(tmp_path / "private"),
         "PYTHONUNBUFFERED": "1",
