@@ -23,6 +23,7 @@ from openkernel.evaluate.worker_common import (
     outputs_of,
     send_outputs,
     setup_device,
+    snapshot_outputs,
 )
 
 __all__ = ["run_candidate"]
@@ -175,7 +176,7 @@ class _CandidateSession:
             )
         except BaseException as exc:
             raise StageError("timed forward", exc) from exc
-        kept = _snapshot_outputs(value)
+        kept = snapshot_outputs(value)
         self.ch.send(
             {
                 "kind": "sample_done",
@@ -238,11 +239,3 @@ def _late_write(value: Any, device: torch.device) -> bool:
     early = [t.detach().clone() for t in tensors]
     torch.cuda.synchronize()
     return any(not h.tensors_identical(e, t.detach()) for e, t in zip(early, tensors, strict=True))
-
-
-def _snapshot_outputs(value: Any) -> Any:
-    if isinstance(value, torch.Tensor) and type(value) is torch.Tensor:
-        return value.detach().clone()
-    if isinstance(value, tuple | list):
-        return type(value)(v.detach().clone() if type(v) is torch.Tensor else v for v in value)
-    return value

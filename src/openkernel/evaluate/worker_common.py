@@ -12,7 +12,16 @@ import torch
 
 from openkernel.evaluate.channel import Channel, encode_tensors
 
-__all__ = ["StageError", "describe", "device_label", "input_bytes", "outputs_of", "send_outputs", "setup_device"]
+__all__ = [
+    "StageError",
+    "describe",
+    "device_label",
+    "input_bytes",
+    "outputs_of",
+    "send_outputs",
+    "setup_device",
+    "snapshot_outputs",
+]
 
 
 class StageError(Exception):
@@ -76,6 +85,15 @@ def send_outputs(ch: Channel, header: dict[str, Any], value: Any) -> None:
         {**header, "structure": structure, "outputs": described, "tensors": metas, "sendable": sendable},
         parts,
     )
+
+
+def snapshot_outputs(value: Any) -> Any:
+    """A copy of a forward's plain-tensor outputs, safe from later calls that reuse their memory."""
+    if isinstance(value, torch.Tensor) and type(value) is torch.Tensor:
+        return value.detach().clone()
+    if isinstance(value, tuple | list):
+        return type(value)(v.detach().clone() if type(v) is torch.Tensor else v for v in value)
+    return value
 
 
 def input_bytes(inputs: list[Any]) -> int:

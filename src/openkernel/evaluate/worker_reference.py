@@ -19,7 +19,14 @@ import torch
 from openkernel.evaluate import harness as h
 from openkernel.evaluate.channel import Channel
 from openkernel.evaluate.compare import passes, tolerance_for
-from openkernel.evaluate.worker_common import StageError, device_label, input_bytes, send_outputs, setup_device
+from openkernel.evaluate.worker_common import (
+    StageError,
+    device_label,
+    input_bytes,
+    send_outputs,
+    setup_device,
+    snapshot_outputs,
+)
 
 __all__ = ["run_reference"]
 
@@ -85,7 +92,7 @@ def run_reference(ch: Channel, job: dict[str, Any]) -> None:
 
         def keep_checked(i: int, value: Any) -> None:
             if i in checked:
-                kept[i] = value
+                kept[i] = snapshot_outputs(value)  # a copy: sent later, after calls that may reuse its memory
 
         samples = _time_schedule(model, pool, timing, device, flush_buf, keep_checked)
         ch.send({"kind": "timing", **_timing_payload(samples, device)})

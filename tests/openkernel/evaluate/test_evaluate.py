@@ -69,3 +69,40 @@ def test_a_kernel_stopped_in_its_trials_reports_the_trials_phase_it_stopped_in()
     own = ["reference", "candidate import", "correctness trials", "gates and cleanup", "reference timing"]
     assert list(result.phase_seconds) == (["waiting for the GPU"] if HAS_GPU else []) + own
     assert result.reference_runtime_ms is not None
+
+
+REUSED_OUTPUT = '''
+import torch
+from torch import nn
+
+
+class Model(nn.Module):
+    """ReLU into one output buffer that every call overwrites (a reference may keep its workspace)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.out: torch.Tensor | None = None
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.out is None or self.out.shape != x.shape:
+            self.out = torch.empty_like(x)
+        return torch.clamp(x, min=0.0, out=self.out)
+
+
+def get_inputs():
+    return [torch.randn(64, 96)]
+
+
+def get_init_inputs():
+    return []
+'''
+
+
+def test_a_reference_that_reuses_its_output_buffer_is_checked_against_each_calls_own_output(tmp_path: Path) -> None:
+    """The checked calls' expected outputs travel after the timed calls: they must be copies taken at the call."""
+    reference = tmp_path / "relu_reused_output.py"
+    reference.write_text(REUSED_OUTPUT)
+    candidate = Path(__file__).parents[2] / "fixtures" / "relu_triton.py"
+    result = evaluate_candidate(load_problem(reference), candidate, EvalConfig(samples=8, warmup=1))
+    assert (result.status, result.reasons[:1]) == (EvalStatus.CORRECT, ("all checks passed",))
+    assert len(result.trials) == 5 + 3  # five trials and three checked timed calls, each compared
