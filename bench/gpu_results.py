@@ -24,7 +24,7 @@ def _session(ctx: BenchContext, name: str, deadline: float) -> dict[str, Any]:
     if left < 120:  # one iteration (with torch.compile's compile) must fit before the deadline
         return {"problem": name, "error": f"not run: {left:.0f} s left before the run's deadline"}
     problem = load_problem(name)
-    budget = left - 50  # leave time for the torch.compile re-evaluation
+    budget = left - 50  # leave time for the summary (it evaluates again only if torch.compile was not timed)
     config = SessionConfig("triton", "offline", "full", ctx.iterations, budget, None, None)
     store = DirectoryStore.create_at(ctx.work / "sessions" / name, problem.name, config)
     # Every evaluation times torch.compile too (its compile is cached after the first), so the best one

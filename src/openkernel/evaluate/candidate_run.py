@@ -63,7 +63,6 @@ class CandidateRun:
         self.before_timing = before_timing
         self.after_timing = after_timing
         self.expected = expected
-        self.kept: list[int] = []  # the timed calls whose outputs are checked
         self.ref = ref
         self.ctx = ctx
         self.plan = ctx.plan
@@ -293,8 +292,6 @@ class CandidateRun:
                 )
             keep = i in checked
             ch.send({"kind": "keep", "keep": keep})
-            if keep:
-                self.kept.append(i)
             if i >= self.plan.warmup:
                 sample = {key: num(frame.header.get(key)) for key in ("event_ms", "synced_ms", "wall_ms", "sync_ms")}
                 sample["late"] = 1.0 if frame.header.get("late") is True else 0.0
@@ -305,15 +302,19 @@ class CandidateRun:
             self._parent_clock()  # what it checks only means something for GPU timings
 
     def _check_kept(self) -> None:
-        """Compare the checked timed calls' outputs (copied by the worker right after each call)."""
-        if not self.kept:
+        """Compare the checked timed calls' outputs (copied by the worker right after each call).
+
+        Runs once every timed call is done, so the worker holds one output per checked call, in order.
+        """
+        kept = sorted(self.plan.checked)
+        if not kept:
             return
         if self.expected is not None:
             start = time.monotonic()
             self.expected()
             self.deadline += time.monotonic() - start  # the reference's transfer is not the candidate's time
         self.worker.channel.send({"kind": "outputs"})
-        for i in self.kept:
+        for i in kept:
             out = self._recv("sample_output")
             if out.header.get("index") != i:
                 raise ChannelError(f"output of timed call {out.header.get('index')!r} sent for timed call {i}")

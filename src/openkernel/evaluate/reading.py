@@ -134,7 +134,7 @@ def side_work_ms(samples: list[dict[str, float]]) -> float | None:
     gave an honest 5 us kernel a 0.07 ms gap in every call). Samples without an idle sync (older
     workers) count it as zero.
     """
-    gaps = [s["synced_ms"] - s["event_ms"] for s in samples if s["synced_ms"] == s["synced_ms"]]
+    gaps = [s["synced_ms"] - s["event_ms"] for s in samples if not math.isnan(s["synced_ms"])]
     if not gaps:
         return None
     idle = [s["sync_ms"] for s in samples if not math.isnan(s.get("sync_ms", math.nan))]
