@@ -80,8 +80,8 @@ def test_optimize_with_the_offline_model_records_its_decisions(tmp_path: Path) -
         ),
         (
             1,
-            "cache hints none -> hints (memory_bound: data read once leaves L2 first, data read again stays) "
-            "[row variant=one_pass BLOCK=auto warps=auto ROWS=1 persistent=no evict=hints]",
+            "rows/program 1 -> 2 (small_problem: several rows per program amortise the fixed costs) "
+            "[row variant=one_pass BLOCK=auto warps=auto ROWS=2 persistent=no evict=none]",
         ),
     ]
     assert statuses == ["correct", "correct"]

@@ -54,24 +54,24 @@ def test_iteration_zero_is_the_best_guess_and_names_it() -> None:
     )
 
 
-def test_memory_bound_diagnosis_moves_to_cache_hints_then_more_warps_and_the_intent_names_the_change() -> None:
+def test_memory_bound_diagnosis_moves_to_more_warps_then_cache_hints_and_the_intent_names_the_change() -> None:
     first = OfflineGenerator().propose(context(SOFTMAX))
     history = (PastResult(0, first.intent, "correct", 1.5, ()),)
     second = OfflineGenerator().propose(context(SOFTMAX, 1, history, first.source, MEMORY_BOUND))
     assert second.intent == (
-        "cache hints none -> hints (memory_bound: data read once leaves L2 first, data read again stays) "
-        f"[row {ROW_FIRST.replace('evict=none', 'evict=hints')}]"
-    )
-    assert second.source is not None and 'eviction_policy="evict_first"' in second.source
-    assert f"{TRIED_MARK} {ROW_FIRST}" in second.source
-    # The hints were no faster: the best stays the first kernel, and the next move is more warps.
-    history = (*history, PastResult(1, second.intent, "correct", 1.49, ()))
-    third = OfflineGenerator().propose(context(SOFTMAX, 2, history, first.source, MEMORY_BOUND))
-    assert third.intent == (
         "warps 8 -> 16 (memory_bound: more warps keep more loads in flight) "
         f"[row {ROW_FIRST.replace('warps=auto', 'warps=16')}]"
     )
-    assert third.source is not None and "num_warps = 16" in third.source
+    assert second.source is not None and "num_warps = 16" in second.source
+    assert f"{TRIED_MARK} {ROW_FIRST}" in second.source
+    # More warps were no faster: the best stays the first kernel, and the next move is cache hints.
+    history = (*history, PastResult(1, second.intent, "correct", 1.49, ()))
+    third = OfflineGenerator().propose(context(SOFTMAX, 2, history, first.source, MEMORY_BOUND))
+    assert third.intent == (
+        "cache hints none -> hints (memory_bound: data read once leaves L2 first, data read again stays) "
+        f"[row {ROW_FIRST.replace('evict=none', 'evict=hints')}]"
+    )
+    assert third.source is not None and 'eviction_policy="evict_first"' in third.source
 
 
 def test_a_hint_turns_cache_hints_on_and_off() -> None:
@@ -103,15 +103,15 @@ def test_a_failed_config_is_not_proposed_again_nor_a_move_further_the_same_way()
     second = generator.propose(context(SOFTMAX, 1, history, first.source, MEMORY_BOUND))
     failed = (*history, PastResult(1, second.intent, "compile_error", None, ("out of registers",)))
     third = OfflineGenerator().propose(context(SOFTMAX, 2, failed, first.source, MEMORY_BOUND))
-    assert tag(second) == f"row {ROW_FIRST.replace('evict=none', 'evict=hints')}"
-    assert tag(third) == f"row {ROW_FIRST.replace('warps=auto', 'warps=16')}"
+    assert tag(second) == f"row {ROW_FIRST.replace('warps=auto', 'warps=16')}"
+    assert tag(third) == f"row {ROW_FIRST.replace('evict=none', 'evict=hints')}"
     seen = {tag(second), tag(third)}
     for i in range(3, 8):
         failed = (*failed, PastResult(i - 1, third.intent, "correct", 1.4, ()))[-5:]
         third = generator.propose(context(SOFTMAX, i, failed, first.source, MEMORY_BOUND))
         assert tag(third) not in seen
-        if any(r.status == "compile_error" for r in failed):  # still in the window: no move as far (hints on)
-            assert "evict=hints" not in tag(third)
+        if any(r.status == "compile_error" for r in failed):  # still in the window: no move as far (16 warps)
+            assert "warps=16" not in tag(third)
         seen.add(tag(third))
 
 
@@ -122,8 +122,7 @@ def test_the_same_context_gives_the_same_proposal() -> None:
     two = OfflineGenerator().propose(context(SWISH, 1, history, first.source, MEMORY_BOUND))
     assert one == two
     assert one.intent == (
-        "cache hints none -> hints (memory_bound: data read once leaves L2 first, data read again stays) "
-        "[pointwise BLOCK=4096 warps=8 evict=hints]"
+        "BLOCK 4096 -> 8192 (memory_bound: more bytes in flight per program) [pointwise BLOCK=8192 warps=8 evict=none]"
     )
 
 
