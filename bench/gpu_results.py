@@ -68,7 +68,7 @@ def results(ctx: BenchContext, left: float) -> tuple[dict[str, Any], str]:
     for r in rows:
         if r.get("status") != "correct":
             why = r.get("error") or "; ".join(r.get("reasons") or []) or ", ".join(r.get("statuses") or [])
-            lines.append(f"| {r['problem']} | | | no correct kernel: {str(why)[:120]} | | | | | |")
+            lines.append(f"| {r['problem']} | | | no correct kernel: {str(why)[:170]} | | | | | |")
             continue
         lose = " **(loses)**" if (r.get("vs_compile") or 0) < 1 else ""
         lines.append(

@@ -42,8 +42,8 @@ def summarise(session: Path, timeout_s: float) -> dict[str, Any]:
         "errors": sum(d.decision == "error" for d in decisions),
         "statuses": [str(results[i].get("status", "?")) if i in results else "no kernel" for i in iterations],
     }
-    if not kept:
-        return row | {"best_iteration": None}
+    if not kept:  # why nothing was kept, in the session's own words ("no kernel: no offline template for ...")
+        return row | {"best_iteration": None, "reasons": list(dict.fromkeys(d.reason for d in decisions if d.reason))}
     best = kept[-1]
     recorded = results[best]
     row |= {
