@@ -1,0 +1,52 @@
+"""Attack (open hole, GPU): hide part of the work on a side stream in most timed calls, but not in all.
+
+The first calls (the correctness trials, where the output is checked for late writes) join the side
+stream before returning, and so does every tenth call after them. In the other calls 40% of the rows
+are computed on a side stream the harness's events do not cover; the copy of a timed call's output is
+taken after a device-wide sync, so it is complete and correct. The side-stream gate takes the smallest
+gap of the timed calls, which an honest call sets; the reported median then misses the hidden rows: a
+fake ~1.6x on softmax_fp32, above the physics gate (input bytes at 80% of the datasheet bandwidth).
+A per-call gate (the median call's gap less its idle sync) would catch it.
+"""
+# problem: softmax_fp32
+# expect: rejected
+# reason: side stream
+# needs: gpu
+
+import torch
+import torch.nn as nn
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def softmax_rows_kernel(out_ptr, in_ptr, row0, in_row_stride, out_row_stride, n_cols, BLOCK: tl.constexpr):
+    row = row0 + tl.program_id(0)
+    cols = tl.arange(0, BLOCK)
+    mask = cols < n_cols
+    x = tl.load(in_ptr + row * in_row_stride + cols, mask=mask, other=-float("inf"))
+    num = tl.exp(x - tl.max(x, axis=0))
+    tl.store(out_ptr + row * out_row_stride + cols, num / tl.sum(num, axis=0), mask=mask)
+
+
+class ModelNew(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.side = torch.cuda.Stream()
+        self.calls = 0
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = x.contiguous()
+        out = torch.empty_like(x)
+        n_rows, n_cols = x.shape
+        block = triton.next_power_of_2(n_cols)
+        hidden = n_rows * 2 // 5
+        main = torch.cuda.current_stream()
+        self.side.wait_stream(main)
+        with torch.cuda.stream(self.side):
+            softmax_rows_kernel[(hidden,)](out, x, 0, x.stride(0), out.stride(0), n_cols, BLOCK=block)
+        softmax_rows_kernel[(n_rows - hidden,)](out, x, hidden, x.stride(0), out.stride(0), n_cols, BLOCK=block)
+        self.calls += 1
+        if self.calls <= 5 or self.calls % 10 == 0:  # the trials, and now and then a timed call
+            main.wait_stream(self.side)
+        return out
