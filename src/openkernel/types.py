@@ -71,6 +71,11 @@ class TimingStats:
     wall_median_ms: float | None  # the host's wall clock around the same calls
     # Timed calls the GPU reached before the host had queued them: their times include host time.
     late_samples: int = 0
+    # How long a device-wide sync still waited after the harness stream's end, beyond the host's own
+    # round trip (GPU only): the side-stream gate's figure (smallest gap less smallest idle sync), and
+    # the median call's (its gap less its own idle sync), which hiding in only some calls cannot lower.
+    side_work_ms: float | None = None
+    side_median_ms: float | None = None
 
     @property
     def spread_pct(self) -> float:

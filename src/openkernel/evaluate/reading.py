@@ -22,6 +22,7 @@ __all__ = [
     "num",
     "opt_int",
     "opt_num",
+    "side_work_median_ms",
     "side_work_ms",
     "target_compiles",
     "timing_samples",
@@ -141,6 +142,20 @@ def side_work_ms(samples: list[dict[str, float]]) -> float | None:
     return min(gaps) - (min(idle) if idle else 0.0)
 
 
+def side_work_median_ms(samples: list[dict[str, float]]) -> float | None:
+    """The median over calls of each call's gap less that call's idle sync. None without GPU samples.
+
+    Recorded beside :func:`side_work_ms` (which decides): a candidate that joins its side stream in a
+    few timed calls sets the smallest gap with them and hides work in the rest; the median shows it.
+    """
+    per_call = [
+        s["synced_ms"] - s["event_ms"] - (0.0 if math.isnan(s.get("sync_ms", math.nan)) else s["sync_ms"])
+        for s in samples
+        if not math.isnan(s["synced_ms"])
+    ]
+    return statistics.median(per_call) if per_call else None
+
+
 def timing_stats(samples: list[dict[str, float]], method: str) -> TimingStats:
     values = sorted(s["event_ms"] for s in samples)
     synced = [s["synced_ms"] for s in samples if s["synced_ms"] == s["synced_ms"]]
@@ -163,4 +178,6 @@ def timing_stats(samples: list[dict[str, float]], method: str) -> TimingStats:
         synced_median_ms=statistics.median(synced) if synced and method == "cuda_events" else None,
         wall_median_ms=statistics.median(wall) if wall else None,
         late_samples=sum(1 for s in samples if s.get("late")),
+        side_work_ms=side_work_ms(samples) if method == "cuda_events" else None,
+        side_median_ms=side_work_median_ms(samples) if method == "cuda_events" else None,
     )

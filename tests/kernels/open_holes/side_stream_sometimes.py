@@ -1,12 +1,14 @@
 """Attack (open hole, GPU): hide part of the work on a side stream in most timed calls, but not in all.
 
-The first calls (the correctness trials, where the output is checked for late writes) join the side
-stream before returning, and so does every tenth call after them. In the other calls 40% of the rows
-are computed on a side stream the harness's events do not cover; the copy of a timed call's output is
-taken after a device-wide sync, so it is complete and correct. The side-stream gate takes the smallest
-gap of the timed calls, which an honest call sets; the reported median then misses the hidden rows: a
-fake ~1.6x on softmax_fp32, above the physics gate (input bytes at 80% of the datasheet bandwidth).
-A per-call gate (the median call's gap less its idle sync) would catch it.
+The first calls (the correctness trials, where the output is checked for late writes) compute every
+row on the harness's stream, and so does every tenth call after them. In the other calls 40% of the
+rows are computed on a side stream after the rest, so after the harness's end event; the copy of a
+timed call's output is taken after a device-wide sync, so it is complete and correct. The side-stream
+gate takes the smallest gap of the timed calls, which an honest call sets; the reported median then
+misses the hidden rows: a fake ~1.6x on softmax_fp32, above the physics gate (input bytes at 80% of
+the datasheet bandwidth). A per-call gate (the median call's gap less its idle sync, recorded as
+`side_median_ms`) would see ~0.054 ms of hidden work per call, just over today's 0.05 ms slack;
+hiding 0.05 ms or less in every call gets through either rule.
 """
 # problem: softmax_fp32
 # expect: rejected
@@ -42,11 +44,13 @@ class ModelNew(nn.Module):
         block = triton.next_power_of_2(n_cols)
         hidden = n_rows * 2 // 5
         main = torch.cuda.current_stream()
+        softmax_rows_kernel[(n_rows - hidden,)](out, x, hidden, x.stride(0), out.stride(0), n_cols, BLOCK=block)
+        self.calls += 1
+        if self.calls <= 5 or self.calls % 10 == 0:  # the trials, and now and then a timed call: honest
+            softmax_rows_kernel[(hidden,)](out, x, 0, x.stride(0), out.stride(0), n_cols, BLOCK=block)
+            return out
+        # The rest start once the timed part is done, so they run after the harness's end event.
         self.side.wait_stream(main)
         with torch.cuda.stream(self.side):
             softmax_rows_kernel[(hidden,)](out, x, 0, x.stride(0), out.stride(0), n_cols, BLOCK=block)
-        softmax_rows_kernel[(n_rows - hidden,)](out, x, hidden, x.stride(0), out.stride(0), n_cols, BLOCK=block)
-        self.calls += 1
-        if self.calls <= 5 or self.calls % 10 == 0:  # the trials, and now and then a timed call
-            main.wait_stream(self.side)
         return out
