@@ -22,8 +22,11 @@ Sections, in order (each skipped, and said so, when the deadline is too near):
   floor; fast_p at p = 0, 1, 1.5, 2 and the geometric mean, KernelBench's way.
 * ``solutions`` (only with ``--only``): every bundled problem's honest Triton solution, one at a time.
 
-Writes OUT/gpu_all.json (everything, machine-readable), OUT/tables.md (the tables for BENCHMARKS.md)
-and OUT/sessions.tgz (the results' session directories).
+Last, a table of the side-stream figures of every honest evaluation (what a per-call side-stream gate
+must let through); the zoo also runs the open holes (tests/kernels/open_holes/), reported apart.
+
+Writes OUT/gpu_all.json (everything, machine-readable), OUT/tables.md (the tables for BENCHMARKS.md),
+OUT/evals.jsonl (every evaluation) and OUT/sessions.tgz (the results' session directories).
 """
 
 from __future__ import annotations
@@ -153,6 +156,8 @@ def main() -> int:
     for name in SECTIONS:
         if name in wanted:
             run(name)
+    report["side_figures"], side_table = s.side_figures(ctx.log)
+    tables.append(side_table)
     report["total_seconds"] = round(time.monotonic() - started, 1)
     tables.append(f"Whole run: {report['total_seconds']:.0f} s.\n")
     (args.out / "gpu_all.json").write_text(json.dumps(report, indent=1, default=str))
