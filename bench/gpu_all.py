@@ -20,10 +20,10 @@ Sections, in order (each skipped, and said so, when the deadline is too near):
   is checked to have been queued before the GPU reached it, so a busy CPU does not leak into the
   times). Each evaluation also times torch.compile: eager, torch.compile, ours, % of the roofline
   floor; fast_p at p = 0, 1, 1.5, 2 and the geometric mean, KernelBench's way.
-* ``solutions`` (only with ``--only``): every bundled problem's honest Triton solution, one at a time.
+* ``solutions`` (only with ``--only``): every bundled problem's honest Triton solution, several at once.
 
-Last, a table of the side-stream figures of every honest evaluation (what a per-call side-stream gate
-must let through); the zoo also runs the open holes (tests/kernels/open_holes/), reported apart.
+Last, a table of the side-stream figures of every honest evaluation (what the side-stream gate must let
+through); the zoo also runs the open holes (tests/kernels/open_holes/), reported apart.
 
 Writes OUT/gpu_all.json (everything, machine-readable), OUT/tables.md (the tables for BENCHMARKS.md),
 OUT/evals.jsonl (every evaluation) and OUT/sessions.tgz (the results' session directories).

@@ -76,6 +76,9 @@ class TimingStats:
     # the median call's (its gap less its own idle sync), which hiding in only some calls cannot lower.
     side_work_ms: float | None = None
     side_median_ms: float | None = None
+    # How long the output probe (output elements read right after the end event) waited for the GPU,
+    # median call: work hidden on another stream that holds the GPU delays it.
+    probe_wait_ms: float | None = None
 
     @property
     def spread_pct(self) -> float:

@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import builtins
 import contextlib
+import functools
 import gc
 import importlib.util
+import os
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -26,6 +28,7 @@ __all__ = [
     "GLUE_OPS",
     "Guard",
     "OpRecorder",
+    "OutputProbe",
     "SampleTiming",
     "apply_sizes",
     "build_inputs",
@@ -42,11 +45,18 @@ _torch_equal = torch.equal
 _torch_empty = torch.empty
 _manual_seed = torch.manual_seed
 _torch_device = torch.device
+_randint = torch.randint
+_generator = torch.Generator
+_getitem = torch.Tensor.__getitem__
+_clone = torch.Tensor.clone
+_urandom = os.urandom
 # GPU clock cycles the device sleeps before a timed call (~1 ms at 2 GHz): time for the host to queue it.
 # Measured on an H200 host: queuing a Triton candidate's forward takes the host 80-190 us, so with the
 # earlier 0.1 ms most timed calls started before they were queued and host time leaked into them
 # (medians 15-20% apart between processes); with 1 ms none did, under a 16-process CPU load too.
 _HOST_LEAD_CYCLES = 2_000_000
+# The same for the output probe's second read (~0.1 ms): a few small launches.
+_PROBE_LEAD_CYCLES = 200_000
 
 # Aten ops that move, view, allocate or fill memory. A candidate may call these freely; any other
 # op the reference also calls is "the reference's compute".
@@ -238,9 +248,18 @@ class Guard:
             ("time", time_mod, ("perf_counter", "perf_counter_ns", "monotonic", "time")),
             ("builtins", builtins, ("type", "isinstance")),
             ("gc", gc, ("collect",)),
-            ("torch", torch, ("allclose", "equal", "isclose", "empty", "empty_like", "randn", "rand", "Generator")),
+            (
+                "torch",
+                torch,
+                ("allclose", "equal", "isclose", "empty", "empty_like", "randn", "rand", "randint", "Generator"),
+            ),
             ("torch.testing", torch.testing, ("assert_close",)),
-            ("torch.Tensor", torch.Tensor, ("clone", "copy_", "to", "cpu", "contiguous", "view", "__eq__", "numpy")),
+            (
+                "torch.Tensor",
+                torch.Tensor,
+                ("clone", "copy_", "to", "cpu", "contiguous", "view", "__eq__", "__getitem__", "numpy"),
+            ),
+            ("os", os, ("urandom",)),
             ("torch.cuda", torch.cuda, ("synchronize", "Event", "current_stream")),
             ("torch.cuda.Event", torch.cuda.Event, ("elapsed_time", "record", "synchronize")),
         ]
@@ -288,9 +307,26 @@ def unchanged(before: Sequence[Any], after: Sequence[Any]) -> bool:
 class SampleTiming:
     """One timed call: the stream-event time, the time to a device-wide sync, host wall time, whether
     the GPU reached the call before the host had finished queuing it (``late``), and ``sync_ms``: the
-    same device-wide sync with nothing left to wait for (the host's round trip at that moment)."""
+    same device-wide sync with nothing left to wait for (the host's round trip at that moment).
 
-    __slots__ = ("event_ms", "late", "sync_ms", "synced_ms", "wall_ms")
+    With an output probe (:class:`OutputProbe`): ``probe_ms``, the GPU time from the call's end event
+    to the end of the probe's reads; ``probe_idle_ms``, the same reads' GPU time again with nothing
+    else pending; ``probe_queued``, whether the host had queued the probe before the GPU reached the
+    call's end (else ``probe_ms`` includes host time); ``written_late``, whether a probed output
+    element changed after the probe read it.
+    """
+
+    __slots__ = (
+        "event_ms",
+        "late",
+        "probe_idle_ms",
+        "probe_ms",
+        "probe_queued",
+        "sync_ms",
+        "synced_ms",
+        "wall_ms",
+        "written_late",
+    )
 
     def __init__(
         self,
@@ -305,10 +341,59 @@ class SampleTiming:
         self.wall_ms = wall_ms
         self.late = late
         self.sync_ms = sync_ms
+        self.probe_ms: float | None = None
+        self.probe_idle_ms: float | None = None
+        self.probe_queued: bool | None = None
+        self.written_late: bool | None = None
+
+
+# Output elements the probe reads per tensor: all of a small one, else this many at random positions.
+PROBE_ELEMENTS = 8192
+
+
+class OutputProbe:
+    """Reads output elements right after a timed call's end event, on the harness stream.
+
+    A call must leave its output complete on the harness stream. Work hidden from the timer on
+    another stream either writes output elements after the probe has read them (the read differs
+    from the same elements after a device-wide sync: ``changed()``), or holds the GPU so that the
+    probe's kernels cannot run (the probe's GPU time grows). The positions are drawn after the call
+    has returned, from the OS's entropy, so the call cannot know which ones will be read.
+    """
+
+    def __init__(self, tensors: Sequence[torch.Tensor], device: torch.device) -> None:
+        self._reads: list[tuple[torch.Tensor, Callable[[], torch.Tensor]]] = []
+        gen = _generator(device=device)
+        gen.manual_seed(int.from_bytes(_urandom(8), "little") >> 1)
+        for t in (tensor.detach() for tensor in tensors):
+            if t.numel() == 0:
+                continue
+            if t.numel() <= PROBE_ELEMENTS:
+                read: Callable[[], torch.Tensor] = functools.partial(_clone, t)
+            elif t.is_contiguous():
+                flat = t.view(-1)
+                index = _randint(0, t.numel(), (PROBE_ELEMENTS,), device=device, generator=gen)
+                read = functools.partial(_getitem, flat, index)
+            else:
+                where = tuple(_randint(0, n, (PROBE_ELEMENTS,), device=device, generator=gen) for n in t.shape)
+                read = functools.partial(_getitem, t, where)
+            self._reads.append((read(), read))
+
+    def read_again(self) -> list[torch.Tensor]:
+        """The same elements read once more (queued on the current stream)."""
+        return [read() for _, read in self._reads]
+
+    def changed(self, again: Sequence[torch.Tensor] | None = None) -> bool:
+        """After a device-wide sync: does any probed element differ (bitwise) from what the probe read?"""
+        later = self.read_again() if again is None else again
+        return any(not tensors_identical(early, now) for (early, _), now in zip(self._reads, later, strict=True))
 
 
 def time_call(
-    call: Callable[[], Any], device: torch.device, before: Callable[[], None] | None = None
+    call: Callable[[], Any],
+    device: torch.device,
+    before: Callable[[], None] | None = None,
+    probe_outputs: Callable[[Any], Sequence[torch.Tensor]] | None = None,
 ) -> tuple[Any, SampleTiming]:
     """Run ``call`` once and time it; ``before`` (the L2 flush) runs first, outside the timed region.
 
@@ -319,8 +404,10 @@ def time_call(
     keeps the start event from firing until the host has queued the call (up to ~1 ms of Python and
     launch overhead is hidden, as with back-to-back launches in a real program). Whether that held is
     checked: if the start event has already fired when the host is done queuing, the sample is
-    ``late`` (its time includes host time: a host-bound call, or a host the OS descheduled). Without
-    a GPU: the host's wall clock.
+    ``late`` (its time includes host time: a host-bound call, or a host the OS descheduled).
+    ``probe_outputs`` (the candidate's calls) names the result's tensors for an :class:`OutputProbe`,
+    queued right after the end event and checked after the device-wide sync. Without a GPU: the
+    host's wall clock.
     """
     if device.type == "cuda":
         start = torch.cuda.Event(enable_timing=True)  # type: ignore[no-untyped-call]
@@ -334,12 +421,33 @@ def time_call(
         result = call()
         end.record()
         late = bool(start.query())  # type: ignore[no-untyped-call]
-        end_synced = _synced_after(end)
+        probe = probe_end = None
+        probe_queued = False
+        if probe_outputs is not None:
+            probe = OutputProbe(probe_outputs(result), device)
+            probe_end = torch.cuda.Event(enable_timing=True)  # type: ignore[no-untyped-call]
+            probe_end.record()
+            probe_queued = not end.query()  # type: ignore[no-untyped-call]
+        end_synced = _synced_after(probe_end or end)
         wall_ms = (_perf_counter() - t0) * 1e3
         idle = torch.cuda.Event(enable_timing=True)  # type: ignore[no-untyped-call]
         idle.record()
         sync_ms = idle.elapsed_time(_synced_after(idle))
         timing = SampleTiming(start.elapsed_time(end), start.elapsed_time(end_synced), wall_ms, late, sync_ms)
+        if probe is not None and probe_end is not None:
+            timing.probe_ms = end.elapsed_time(probe_end)
+            timing.probe_queued = probe_queued
+            # The same reads with nothing else on the GPU, queued behind a short device sleep as the
+            # first ones were behind the call: what the probe costs by itself, however many outputs.
+            torch.cuda._sleep(_PROBE_LEAD_CYCLES)  # type: ignore[no-untyped-call]
+            again_start = torch.cuda.Event(enable_timing=True)  # type: ignore[no-untyped-call]
+            again_end = torch.cuda.Event(enable_timing=True)  # type: ignore[no-untyped-call]
+            again_start.record()
+            again = probe.read_again()
+            again_end.record()
+            again_end.synchronize()
+            timing.probe_idle_ms = again_start.elapsed_time(again_end)
+            timing.written_late = probe.changed(again)
         return result, timing
     if before is not None:
         before()

@@ -22,6 +22,7 @@ __all__ = [
     "num",
     "opt_int",
     "opt_num",
+    "probe_wait_ms",
     "side_work_median_ms",
     "side_work_ms",
     "target_compiles",
@@ -126,6 +127,20 @@ def timing_samples(timing: dict[str, Any]) -> list[dict[str, float]]:
     ]
 
 
+def _gaps(samples: list[dict[str, float]]) -> list[tuple[float, float]]:
+    """Per GPU sample: (gap from the end event to the device-wide sync, less the output probe's own GPU
+    time where there was one; that call's idle sync, NaN where there was none)."""
+    return [
+        (s["synced_ms"] - s["event_ms"] - _or_zero(s.get("probe_ms")), s.get("sync_ms", math.nan))
+        for s in samples
+        if not math.isnan(s["synced_ms"])
+    ]
+
+
+def _or_zero(value: float | None) -> float:
+    return 0.0 if value is None or math.isnan(value) else value
+
+
 def side_work_ms(samples: list[dict[str, float]]) -> float | None:
     """How long a device-wide sync still waited after the harness stream's end, beyond the host's own
     round trip: the smallest gap minus the smallest idle sync. None without GPU samples.
@@ -135,25 +150,33 @@ def side_work_ms(samples: list[dict[str, float]]) -> float | None:
     gave an honest 5 us kernel a 0.07 ms gap in every call). Samples without an idle sync (older
     workers) count it as zero.
     """
-    gaps = [s["synced_ms"] - s["event_ms"] for s in samples if not math.isnan(s["synced_ms"])]
+    gaps = _gaps(samples)
     if not gaps:
         return None
-    idle = [s["sync_ms"] for s in samples if not math.isnan(s.get("sync_ms", math.nan))]
-    return min(gaps) - (min(idle) if idle else 0.0)
+    idle = [sync for _, sync in gaps if not math.isnan(sync)]
+    return min(gap for gap, _ in gaps) - (min(idle) if idle else 0.0)
 
 
 def side_work_median_ms(samples: list[dict[str, float]]) -> float | None:
     """The median over calls of each call's gap less that call's idle sync. None without GPU samples.
 
-    Recorded beside :func:`side_work_ms` (which decides): a candidate that joins its side stream in a
-    few timed calls sets the smallest gap with them and hides work in the rest; the median shows it.
+    A candidate that joins its side stream in a few timed calls sets the smallest gap with them and
+    hides work in the rest; the median shows it.
     """
-    per_call = [
-        s["synced_ms"] - s["event_ms"] - (0.0 if math.isnan(s.get("sync_ms", math.nan)) else s["sync_ms"])
-        for s in samples
-        if not math.isnan(s["synced_ms"])
-    ]
+    per_call = [gap - _or_zero(sync) for gap, sync in _gaps(samples)]
     return statistics.median(per_call) if per_call else None
+
+
+def probe_wait_ms(samples: list[dict[str, float]]) -> float | None:
+    """How long the output probe waited after the call's end: the median over calls of its GPU time
+    less the same reads' time with nothing pending. Only calls whose probe the host queued before the
+    GPU reached the call's end count (else host time is inside); None when under half the calls did."""
+    waits = [
+        s["probe_ms"] - s["probe_idle_ms"]
+        for s in samples
+        if s.get("probe_queued") and not math.isnan(s.get("probe_ms", math.nan) + s.get("probe_idle_ms", math.nan))
+    ]
+    return statistics.median(waits) if waits and 2 * len(waits) >= len(samples) else None
 
 
 def timing_stats(samples: list[dict[str, float]], method: str) -> TimingStats:
@@ -180,4 +203,5 @@ def timing_stats(samples: list[dict[str, float]], method: str) -> TimingStats:
         late_samples=sum(1 for s in samples if s.get("late")),
         side_work_ms=side_work_ms(samples) if method == "cuda_events" else None,
         side_median_ms=side_work_median_ms(samples) if method == "cuda_events" else None,
+        probe_wait_ms=probe_wait_ms(samples) if method == "cuda_events" else None,
     )

@@ -172,7 +172,10 @@ class _CandidateSession:
         h.poison_allocator(2 * input_bytes(inputs), self.device)
         try:
             value, t = h.time_call(
-                functools.partial(model, *given), self.device, functools.partial(h.flush, self.flush_buf)
+                functools.partial(model, *given),
+                self.device,
+                functools.partial(h.flush, self.flush_buf),
+                probe_outputs=_gpu_tensors,
             )
         except BaseException as exc:
             raise StageError("timed forward", exc) from exc
@@ -186,6 +189,10 @@ class _CandidateSession:
                 "wall_ms": t.wall_ms,
                 "late": t.late,
                 "sync_ms": t.sync_ms,
+                "probe_ms": t.probe_ms,
+                "probe_idle_ms": t.probe_idle_ms,
+                "probe_queued": t.probe_queued,
+                "written_late": t.written_late,
                 "input_modified": not h.unchanged(inputs, given),
                 "replaced": self.guard.replaced(),
             }
@@ -226,6 +233,12 @@ class _CandidateSession:
         self.ch.send({"kind": "batch_done"})
 
 
+def _gpu_tensors(value: Any) -> list[torch.Tensor]:
+    """The GPU tensors among a forward's outputs (what the timed calls' output probe reads)."""
+    _, values = outputs_of(value)
+    return [v for v in values if isinstance(v, torch.Tensor) and v.is_cuda]
+
+
 def _late_write(value: Any, device: torch.device) -> bool:
     """On a GPU: did the output change after the harness stream finished the call's work?
 
@@ -234,8 +247,7 @@ def _late_write(value: Any, device: torch.device) -> bool:
     """
     if device.type != "cuda":
         return False
-    _, values = outputs_of(value)
-    tensors = [v for v in values if isinstance(v, torch.Tensor) and v.is_cuda]
+    tensors = _gpu_tensors(value)
     early = [t.detach().clone() for t in tensors]
     torch.cuda.synchronize()
     return any(not h.tensors_identical(e, t.detach()) for e, t in zip(early, tensors, strict=True))

@@ -1,14 +1,13 @@
-"""Attack (open hole, GPU): hide part of the work on a side stream in most timed calls, but not in all.
+"""Attack (GPU): hide part of the work on a side stream in most timed calls, but not in all.
 
 The first calls (the correctness trials, where the output is checked for late writes) compute every
 row on the harness's stream, and so does every tenth call after them. In the other calls 40% of the
 rows are computed on a side stream after the rest, so after the harness's end event; the copy of a
-timed call's output is taken after a device-wide sync, so it is complete and correct. The side-stream
-gate takes the smallest gap of the timed calls, which an honest call sets; the reported median then
-misses the hidden rows: a fake ~1.6x on softmax_fp32, above the physics gate (input bytes at 80% of
-the datasheet bandwidth). A per-call gate (the median call's gap less its idle sync, recorded as
-`side_median_ms`) would see ~0.054 ms of hidden work per call, just over today's 0.05 ms slack;
-hiding 0.05 ms or less in every call gets through either rule.
+timed call's output is taken after a device-wide sync, so it is complete and correct. The smallest
+gap to a device-wide sync over the timed calls is an honest call's, and the hidden rows take about
+0.054 ms a call, below the median-call slack: only the output probe (elements read right after each
+call's end event, compared after the sync) sees the rows still being written. Without it: a fake
+~1.6x on softmax_fp32, above the physics gate.
 """
 # problem: softmax_fp32
 # expect: rejected
