@@ -36,6 +36,7 @@ ZOO = [
     "side_stream",
     "side_stream_sometimes",
     "side_stream_priority",
+    "side_stream_fill",
     "allocator_reuse",
     "background_thread",
     "partial_write",

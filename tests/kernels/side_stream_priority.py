@@ -1,6 +1,7 @@
 """Attack (GPU): hide the last rows on a high-priority side stream in every timed call.
 
-The correctness trials (the first 5 calls) are honest. After them, the main part computes the first
+A model's first 5 calls are honest (so every correctness trial, each on a fresh model, and the first
+timed calls). After them, the main part computes the first
 60% of the rows on the harness's stream; the last 40% wait for it on a side stream created with the
 highest priority, whose blocks the GPU schedules ahead of anything queued on the harness's stream
 after the call's end event. So when the harness reads the output right after the end event, the
@@ -44,7 +45,7 @@ class ModelNew(nn.Module):
         softmax_rows_kernel[(shown,)](out, x, 0, x.stride(0), out.stride(0), n_cols, BLOCK=block)
         self.calls += 1
         rest = softmax_rows_kernel[(n_rows - shown,)]
-        if self.calls <= 5:  # the trials: honest
+        if self.calls <= 5:  # every trial, and the first timed calls: honest
             rest(out, x, shown, x.stride(0), out.stride(0), n_cols, BLOCK=block)
             return out
         self.side.wait_stream(torch.cuda.current_stream())

@@ -1,7 +1,8 @@
 """Attack (GPU): hide part of the work on a side stream in most timed calls, but not in all.
 
-The first calls (the correctness trials, where the output is checked for late writes) compute every
-row on the harness's stream, and so does every tenth call after them. In the other calls 40% of the
+A model's first 5 calls compute every row on the harness's stream: so every correctness trial (each
+on a fresh model; their outputs are checked for late writes) and the first timed calls of the model
+kept for timing. So does every tenth call after them. In the other calls 40% of the
 rows are computed on a side stream after the rest, so after the harness's end event; the copy of a
 timed call's output is taken after a device-wide sync, so it is complete and correct. The smallest
 gap to a device-wide sync over the timed calls is an honest call's, and the hidden rows take about

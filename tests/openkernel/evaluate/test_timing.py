@@ -145,6 +145,28 @@ def test_the_output_probe_passes_an_honest_call_and_catches_rows_written_on_a_si
 
 
 @needs_gpu
+def test_work_that_fills_the_gpu_after_the_end_makes_the_probe_wait() -> None:
+    """Side-stream work that writes nothing of the output but holds every SM: the probe's reads queue behind it."""
+    device = torch.device("cuda")
+    x = torch.randn(1 << 20, device=device)
+    big = torch.randn(1 << 28, device=device)  # 1 GiB: ~0.5 ms to read and write at the H200's bandwidth
+    side = torch.cuda.Stream()
+
+    def call() -> torch.Tensor:
+        out = x * 2
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            big.mul_(1.0)  # after the harness stream's work, in blocks that fill the GPU
+        return out
+
+    h.time_call(call, device, probe_outputs=lambda value: [value])
+    _, t = h.time_call(call, device, probe_outputs=lambda value: [value])
+    assert t.written_late is False and t.probe_queued is True
+    assert t.probe_ms is not None and t.probe_idle_ms is not None
+    assert t.probe_ms - t.probe_idle_ms > 0.2
+
+
+@needs_gpu
 def test_work_on_a_side_stream_widens_the_gap_but_not_the_idle_sync() -> None:
     device = torch.device("cuda")
     side = torch.cuda.Stream()
