@@ -293,6 +293,10 @@ class CandidateRun:
                 raise Verdict(
                     EvalStatus.REJECTED, f"the candidate modified its input tensors in place (timed call {i})"
                 )
+            if frame.header.get("outputs_plain") is False:
+                raise Verdict(
+                    EvalStatus.INCORRECT, f"timed call {i}: output must be a plain torch.Tensor, got a tensor subclass"
+                )
             if frame.header.get("written_late") is True:
                 raise Verdict(
                     EvalStatus.REJECTED,

@@ -193,6 +193,7 @@ class _CandidateSession:
                 "probe_idle_ms": t.probe_idle_ms,
                 "probe_queued": t.probe_queued,
                 "written_late": t.written_late,
+                "outputs_plain": _outputs_plain(value),
                 "input_modified": not h.unchanged(inputs, given),
                 "replaced": self.guard.replaced(),
             }
@@ -234,9 +235,18 @@ class _CandidateSession:
 
 
 def _gpu_tensors(value: Any) -> list[torch.Tensor]:
-    """The GPU tensors among a forward's outputs (what the timed calls' output probe reads)."""
+    """The plain GPU tensors among a forward's outputs (what the timed calls' output probe reads).
+
+    A tensor subclass would run its own code when the probe indexes it; a timed call that returns one
+    is failed on ``outputs_plain`` instead.
+    """
     _, values = outputs_of(value)
-    return [v for v in values if isinstance(v, torch.Tensor) and v.is_cuda]
+    return [v for v in values if type(v) is torch.Tensor and v.is_cuda]
+
+
+def _outputs_plain(value: Any) -> bool:
+    _, values = outputs_of(value)
+    return all(type(v) is torch.Tensor for v in values if isinstance(v, torch.Tensor))
 
 
 def _late_write(value: Any, device: torch.device) -> bool:
@@ -247,7 +257,8 @@ def _late_write(value: Any, device: torch.device) -> bool:
     """
     if device.type != "cuda":
         return False
-    tensors = _gpu_tensors(value)
+    _, values = outputs_of(value)
+    tensors = [v for v in values if isinstance(v, torch.Tensor) and v.is_cuda]
     early = [t.detach().clone() for t in tensors]
     torch.cuda.synchronize()
     return any(not h.tensors_identical(e, t.detach()) for e, t in zip(early, tensors, strict=True))
