@@ -118,15 +118,12 @@ def zoo(ctx: BenchContext, left: float) -> tuple[dict[str, Any], str]:
         head = kernel_header(KERNELS / f"{name}.py")
         res = ctx.evaluate("zoo", head["problem"], KERNELS / f"{name}.py", timeout_s=120, cache_dir=ctx.cache)
         expected = head["expect"].split("|")
-        timing = res.candidate_timing
         return {
             "attack": name,
             "expect": expected,
             "status": res.status.value,
             "caught": res.status.value in expected,
             "reason": res.reasons[0] if res.reasons else "",
-            "side_work_ms": timing.side_work_ms if timing else None,
-            "side_median_ms": timing.side_median_ms if timing else None,
         }
 
     rows = pool_map(ctx.workers, one, ZOO + OPEN_HOLES)
@@ -136,14 +133,10 @@ def zoo(ctx: BenchContext, left: float) -> tuple[dict[str, Any], str]:
     for r in known:
         ok = "yes" if r["caught"] else "**NO**"
         lines.append(f"| {r['attack']} | {' or '.join(r['expect'])} | {r['status']} | {ok} | {r['reason'][:110]} |")
-    # Attacks not defended yet (tests/kernels/open_holes/): their verdicts, and the side-stream figures
-    # a future gate would decide on, apart from the zoo's own count.
+    # Attacks not defended yet (tests/kernels/open_holes/): their verdicts, apart from the zoo's own count.
     for r in holes:
         ok = "caught" if r["caught"] else "**not caught (open hole)**"
-        side = f"side work {_ms(r['side_work_ms'])}, median call {_ms(r['side_median_ms'])}"
-        lines.append(
-            f"| {r['attack']} | {' or '.join(r['expect'])} | {r['status']} | {ok} | {side}; {r['reason'][:80]} |"
-        )
+        lines.append(f"| {r['attack']} | {' or '.join(r['expect'])} | {r['status']} | {ok} | {r['reason'][:110]} |")
     data = {"attacks": known, "all_as_expected": all(r["caught"] for r in known), "open_holes": holes}
     return data, "\n".join(lines) + "\n"
 
